@@ -1,0 +1,14 @@
+"""fastcollate: drop-in, Rust-fast replacements for transformers' data collators and padding."""
+
+from ._collators import DataCollatorWithPadding, DefaultDataCollator, default_data_collator
+from ._native import __version__, build_profile
+from ._padding import pad
+
+__all__ = [
+    "__version__",
+    "build_profile",
+    "pad",
+    "DataCollatorWithPadding",
+    "DefaultDataCollator",
+    "default_data_collator",
+]

@@ -1,0 +1,106 @@
+"""Turning the native module's numpy buffers into what the caller asked for.
+
+"np" hands the arrays over as they are; "pt" wraps them with ``torch.from_numpy``, which shares
+the Rust-allocated buffer (no copy); ``None`` gives Python lists, as ``tokenizer.pad`` does.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+RETURN_TENSORS = (None, "np", "pt")
+
+
+def check_return_tensors(return_tensors: Any) -> str | None:
+    """Accepts None, "np", "pt" and transformers' TensorType members."""
+    value = getattr(return_tensors, "value", return_tensors)
+    if value not in RETURN_TENSORS:
+        raise ValueError(
+            f"return_tensors={return_tensors!r} is not supported; use None, 'np' or 'pt'"
+        )
+    return value
+
+
+def torch_module():
+    try:
+        import torch
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "return_tensors='pt' needs PyTorch: pip install 'fastcollate[torch]'"
+        ) from err
+    return torch
+
+
+def is_torch_tensor(value: Any) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def raw_to_tensor(key: str, values: list, return_tensors: str | None):
+    """Values the native module left as Python objects (strings, nested lists, ...): converted as
+    transformers converts them, except that ragged data raises instead of building an object
+    array."""
+    if return_tensors is None:
+        return values
+    try:
+        if return_tensors == "pt":
+            torch = torch_module()
+            if values and isinstance(values[0], np.ndarray):
+                return torch.from_numpy(np.stack(values))
+            if values and isinstance(values[0], torch.Tensor):
+                return torch.stack(values)
+            return torch.tensor(values)
+        if values and isinstance(values[0], np.ndarray):
+            return np.stack(values)
+        array = np.asarray(values)
+    except (ValueError, TypeError, RuntimeError) as err:
+        raise ValueError(
+            f"cannot make a {return_tensors!r} tensor of '{key}': its rows are ragged or not "
+            f"numbers ({err}); pad this key, drop it from the features, or use "
+            "return_tensors=None"
+        ) from err
+    if array.dtype == object:
+        raise ValueError(
+            f"cannot make a numpy array of '{key}': its rows have different shapes"
+        )
+    return array
+
+
+def convert(batch: Mapping[str, Any], return_tensors: str | None) -> dict:
+    """Native output -> the requested format. The native module gives numpy arrays, and lists
+    for keys it left as Python objects (and, with return_tensors=None, for ragged rows)."""
+    out: dict[str, Any] = {}
+    if return_tensors == "pt":
+        from_numpy = torch_module().from_numpy
+        for key, value in batch.items():
+            if isinstance(value, np.ndarray):
+                out[key] = from_numpy(value)
+            else:
+                out[key] = raw_to_tensor(key, value, "pt")
+    elif return_tensors == "np":
+        for key, value in batch.items():
+            out[key] = value if isinstance(value, np.ndarray) else raw_to_tensor(key, value, "np")
+    else:
+        for key, value in batch.items():
+            out[key] = value.tolist() if isinstance(value, np.ndarray) else value
+    return out
+
+
+_BATCH_ENCODING: list = []
+
+
+def batch_encoding(data: dict):
+    """A transformers.BatchEncoding (so `.to(device)` works) when transformers is installed,
+    else the plain dict."""
+    if not _BATCH_ENCODING:
+        try:
+            from transformers import BatchEncoding
+        except ImportError:
+            BatchEncoding = None  # noqa: N806
+        _BATCH_ENCODING.append(BatchEncoding)
+    cls = _BATCH_ENCODING[0]
+    return data if cls is None else cls(data)

@@ -1,0 +1,596 @@
+//! Padding and stacking: turns gathered columns into one buffer per output key.
+//!
+//! Everything here runs with the interpreter released. A batch is described by a [`Plan`]: pad
+//! groups (a lead key whose lengths set the target, plus keys padded alongside it) and the
+//! options that decide dtypes. Keys in no group are stacked as they are.
+
+use std::collections::HashMap;
+
+use crate::core::column::{Column, Kind, Shape};
+use crate::core::error::{CollateError, Result};
+
+/// How far a pad group is padded (transformers' `PaddingStrategy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    /// To the longest lead sequence in the batch.
+    Longest,
+    /// To this many positions; a longer sequence is an error (padding never truncates).
+    MaxLength(usize),
+    /// No padding: sequences are stacked as they are.
+    DoNotPad,
+}
+
+impl Strategy {
+    /// Parses transformers' names for the strategies ("longest", "max_length", "do_not_pad").
+    pub fn parse(name: &str, max_length: Option<usize>) -> Result<Strategy> {
+        match name {
+            "longest" => Ok(Strategy::Longest),
+            "do_not_pad" => Ok(Strategy::DoNotPad),
+            "max_length" => match max_length {
+                Some(n) => Ok(Strategy::MaxLength(n)),
+                None => Err(CollateError::InvalidOption(
+                    "padding='max_length' needs a max_length".into(),
+                )),
+            },
+            other => Err(CollateError::InvalidOption(format!(
+                "'{other}' is not a valid padding strategy; use True/'longest', 'max_length' or \
+                 False/'do_not_pad'"
+            ))),
+        }
+    }
+}
+
+/// A key padded alongside a group's lead key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Follower {
+    pub key: String,
+    pub pad_value: i64,
+    /// True: each row must be exactly as long as the lead's row (token_type_ids, masks).
+    /// False: padded to the group's target on its own (token-classification labels).
+    pub same_length_as_lead: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PadGroup {
+    pub lead: String,
+    pub lead_pad_value: i64,
+    pub strategy: Strategy,
+    pub pad_to_multiple_of: Option<usize>,
+    pub left: bool,
+    pub followers: Vec<Follower>,
+    /// Attention-mask key: created (ones over each lead row) when absent, padded with 0.
+    pub attention_mask: Option<String>,
+}
+
+/// The dtype of an output buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DType {
+    Bool,
+    I64,
+    F32,
+    F64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub groups: Vec<PadGroup>,
+    /// dtype for float columns: F32 as `torch.tensor` makes them, F64 as `np.asarray` does.
+    pub float_dtype: DType,
+    /// Keep rows of different lengths as a ragged output instead of failing
+    /// (return_tensors=None gives Python lists, which may be ragged).
+    pub allow_ragged: bool,
+    /// Per-key dtype overrides (default_data_collator's label dtype comes from the first row).
+    pub dtypes: HashMap<String, DType>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Data {
+    Bool(Vec<bool>),
+    I64(Vec<i64>),
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Layout {
+    /// One value per row: shape (rows,).
+    Scalar { rows: usize },
+    /// shape (rows, columns).
+    Matrix { rows: usize, columns: usize },
+    /// Rows of different lengths: `offsets[r]..offsets[r + 1]`.
+    Ragged { offsets: Vec<usize> },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Output {
+    pub key: String,
+    pub data: Data,
+    pub layout: Layout,
+}
+
+/// Rounds `length` up to the next multiple of `multiple` (transformers' pad_to_multiple_of).
+pub fn round_up(length: usize, multiple: Option<usize>) -> Result<usize> {
+    match multiple {
+        None => Ok(length),
+        Some(0) => Err(CollateError::InvalidOption(
+            "pad_to_multiple_of must be a positive integer, not 0".into(),
+        )),
+        Some(m) if length % m == 0 => Ok(length),
+        Some(m) => Ok((length / m + 1) * m),
+    }
+}
+
+/// The length every row of a group is padded to, or None for do_not_pad.
+pub fn target_length(
+    lead: &str,
+    lengths: &[usize],
+    strategy: Strategy,
+    pad_to_multiple_of: Option<usize>,
+) -> Result<Option<usize>> {
+    let target = match strategy {
+        Strategy::DoNotPad => return Ok(None),
+        Strategy::Longest => lengths.iter().copied().max().unwrap_or(0),
+        Strategy::MaxLength(max_length) => {
+            if let Some((row, &length)) = lengths.iter().enumerate().find(|(_, &l)| l > max_length)
+            {
+                return Err(CollateError::TooLong {
+                    key: lead.into(),
+                    row,
+                    length,
+                    max_length,
+                });
+            }
+            max_length
+        }
+    };
+    round_up(target, pad_to_multiple_of).map(Some)
+}
+
+/// Copies ragged rows into one `rows × target` buffer prefilled with `pad`.
+pub fn fill<T: Copy>(values: &[T], offsets: &[usize], target: usize, pad: T, left: bool) -> Vec<T> {
+    let rows = offsets.len().saturating_sub(1);
+    let mut out = vec![pad; rows * target];
+    for (row, dst) in out.chunks_exact_mut(target.max(1)).take(rows).enumerate() {
+        let src = &values[offsets[row]..offsets[row + 1]];
+        let start = if left { target - src.len() } else { 0 };
+        dst[start..start + src.len()].copy_from_slice(src);
+    }
+    out
+}
+
+fn uniform_length(column: &Column) -> Result<Option<usize>> {
+    let lengths = column.lengths();
+    let Some(&first) = lengths.first() else {
+        return Ok(Some(0));
+    };
+    match lengths.iter().position(|&l| l != first) {
+        None => Ok(Some(first)),
+        Some(_) if column.shape == Some(Shape::Scalar) => Ok(Some(first)),
+        Some(row) => Err(CollateError::Ragged {
+            key: column.key.clone(),
+            row,
+            length: lengths[row],
+            expected: first,
+        }),
+    }
+}
+
+fn output_dtype(plan: &Plan, key: &str, kind: Kind, padded: bool) -> DType {
+    if let Some(&dtype) = plan.dtypes.get(key) {
+        return dtype;
+    }
+    match kind {
+        // An integer pad value mixed into bools makes an integer array, as in numpy and torch.
+        Kind::Bool if padded => DType::I64,
+        Kind::Bool => DType::Bool,
+        Kind::Int => DType::I64,
+        Kind::Float => plan.float_dtype,
+    }
+}
+
+/// Lays one column out as `dtype`, padding rows to `target` when given.
+fn materialize(
+    column: &Column,
+    dtype: DType,
+    target: Option<usize>,
+    pad: i64,
+    left: bool,
+) -> (Data, Layout) {
+    let rows = column.rows();
+    let offsets = &column.offsets;
+    let layout = match (column.shape, target) {
+        (Some(Shape::Scalar), _) => Layout::Scalar { rows },
+        (_, Some(columns)) => Layout::Matrix { rows, columns },
+        (_, None) => Layout::Ragged {
+            offsets: offsets.clone(),
+        },
+    };
+    let width = target.unwrap_or(0);
+    let is_float = column.kind == Some(Kind::Float);
+    let place = |flat: Vec<i64>| -> Vec<i64> {
+        match target {
+            Some(t) if column.shape != Some(Shape::Scalar) => fill(&flat, offsets, t, pad, left),
+            _ => flat,
+        }
+    };
+    let data = match dtype {
+        DType::I64 if !is_float && target.is_some() && column.shape != Some(Shape::Scalar) => {
+            Data::I64(fill(&column.ints, offsets, width, pad, left))
+        }
+        DType::I64 if !is_float => Data::I64(column.ints.clone()),
+        // Float values forced to int64 truncate toward zero, as torch.tensor(dtype=long) does.
+        DType::I64 => Data::I64(place(column.floats.iter().map(|&v| v as i64).collect())),
+        DType::Bool => {
+            let flat: Vec<bool> = if is_float {
+                column.floats.iter().map(|&v| v != 0.0).collect()
+            } else {
+                column.ints.iter().map(|&v| v != 0).collect()
+            };
+            match target {
+                Some(t) if column.shape != Some(Shape::Scalar) => {
+                    Data::Bool(fill(&flat, offsets, t, pad != 0, left))
+                }
+                _ => Data::Bool(flat),
+            }
+        }
+        DType::F32 | DType::F64 => {
+            let flat: Vec<f64> = if is_float {
+                column.floats.clone()
+            } else {
+                column.ints.iter().map(|&v| v as f64).collect()
+            };
+            let flat = match target {
+                Some(t) if column.shape != Some(Shape::Scalar) => {
+                    fill(&flat, offsets, t, pad as f64, left)
+                }
+                _ => flat,
+            };
+            if dtype == DType::F32 {
+                Data::F32(flat.into_iter().map(|v| v as f32).collect())
+            } else {
+                Data::F64(flat)
+            }
+        }
+    };
+    (data, layout)
+}
+
+fn ones_like_lengths(key: &str, lengths: &[usize]) -> Column {
+    let total = lengths.iter().sum();
+    let mut mask = Column::with_capacity(key, lengths.len(), total);
+    for &length in lengths {
+        mask.extend_ints(std::iter::repeat_n(1, length));
+        // Cannot fail: every row has the same (sequence) shape.
+        let _ = mask.end_row(Shape::Sequence);
+    }
+    mask.kind = Some(Kind::Int);
+    mask
+}
+
+/// Turns gathered columns into output buffers, following `plan`. Output order is the columns'
+/// order, with a created attention mask appended after them (where transformers puts it).
+pub fn collate(mut columns: Vec<Column>, plan: &Plan) -> Result<Vec<Output>> {
+    let rows = columns
+        .first()
+        .map(Column::rows)
+        .ok_or(CollateError::EmptyBatch)?;
+    if rows == 0 {
+        return Err(CollateError::EmptyBatch);
+    }
+    // key -> (target, pad value, left, padded at all)
+    let mut padding: HashMap<String, (Option<usize>, i64, bool)> = HashMap::new();
+    for group in &plan.groups {
+        let Some(lead) = columns.iter().find(|c| c.key == group.lead) else {
+            return Err(CollateError::MissingKey {
+                key: group.lead.clone(),
+                row: 0,
+            });
+        };
+        if lead.shape == Some(Shape::Scalar) {
+            return Err(CollateError::MixedShape {
+                key: group.lead.clone(),
+                row: 0,
+            });
+        }
+        let lead_lengths = lead.lengths();
+        let mut target = target_length(
+            &group.lead,
+            &lead_lengths,
+            group.strategy,
+            group.pad_to_multiple_of,
+        )?;
+        if target.is_none() {
+            // Stacked without padding: keys padded alongside still follow the lead's length.
+            match uniform_length(lead) {
+                Ok(length) => target = length,
+                Err(err) if !plan.allow_ragged => return Err(err),
+                Err(_) => {}
+            }
+        }
+        let check_lengths = group.strategy != Strategy::DoNotPad || !plan.allow_ragged;
+        if let Some(mask_key) = &group.attention_mask {
+            if !columns.iter().any(|c| &c.key == mask_key) {
+                columns.push(ones_like_lengths(mask_key, &lead_lengths));
+            }
+        }
+        let mut members: Vec<(&str, i64, bool)> = vec![(&group.lead, group.lead_pad_value, true)];
+        members.extend(
+            group
+                .followers
+                .iter()
+                .map(|f| (f.key.as_str(), f.pad_value, f.same_length_as_lead)),
+        );
+        if let Some(mask_key) = &group.attention_mask {
+            members.push((mask_key, 0, true));
+        }
+        for (key, pad_value, same_length) in members {
+            let Some(column) = columns.iter().find(|c| c.key == key) else {
+                continue;
+            };
+            if column.shape == Some(Shape::Scalar) {
+                return Err(CollateError::MixedShape {
+                    key: key.into(),
+                    row: 0,
+                });
+            }
+            for (row, length) in column.lengths().into_iter().enumerate() {
+                if same_length && check_lengths && length != lead_lengths[row] {
+                    return Err(CollateError::LengthMismatch {
+                        key: key.into(),
+                        row,
+                        length,
+                        main_key: group.lead.clone(),
+                        main_length: lead_lengths[row],
+                    });
+                }
+                if let Some(max_length) = target {
+                    if length > max_length {
+                        return Err(CollateError::TooLong {
+                            key: key.into(),
+                            row,
+                            length,
+                            max_length,
+                        });
+                    }
+                }
+            }
+            padding.insert(key.to_string(), (target, pad_value, group.left));
+        }
+    }
+
+    let mut outputs = Vec::with_capacity(columns.len());
+    for column in &columns {
+        if column.rows() != rows {
+            return Err(CollateError::MissingKey {
+                key: column.key.clone(),
+                row: column.rows(),
+            });
+        }
+        let (target, pad_value, left) = match padding.get(&column.key) {
+            Some(&spec) => spec,
+            None => match uniform_length(column) {
+                Ok(length) if column.shape == Some(Shape::Sequence) => (length, 0, false),
+                Ok(_) => (None, 0, false),
+                Err(err) if !plan.allow_ragged => return Err(err),
+                Err(_) => (None, 0, false),
+            },
+        };
+        let lengths = column.lengths();
+        let padded = target.is_some_and(|t| lengths.iter().any(|&l| l != t));
+        let dtype = output_dtype(plan, &column.key, column.output_kind(), padded);
+        let (data, layout) = materialize(column, dtype, target, pad_value, left);
+        outputs.push(Output {
+            key: column.key.clone(),
+            data,
+            layout,
+        });
+    }
+    Ok(outputs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seq_column(key: &str, rows: &[&[i64]]) -> Column {
+        let mut c = Column::new(key);
+        for row in rows {
+            c.extend_ints(row.iter().copied());
+            c.end_row(Shape::Sequence).unwrap();
+        }
+        c
+    }
+
+    fn scalar_column(key: &str, values: &[i64]) -> Column {
+        let mut c = Column::new(key);
+        for &v in values {
+            c.push_int(v);
+            c.end_row(Shape::Scalar).unwrap();
+        }
+        c
+    }
+
+    fn group(strategy: Strategy, left: bool) -> PadGroup {
+        PadGroup {
+            lead: "input_ids".into(),
+            lead_pad_value: 0,
+            strategy,
+            pad_to_multiple_of: None,
+            left,
+            followers: vec![Follower {
+                key: "token_type_ids".into(),
+                pad_value: 9,
+                same_length_as_lead: true,
+            }],
+            attention_mask: Some("attention_mask".into()),
+        }
+    }
+
+    fn plan(groups: Vec<PadGroup>) -> Plan {
+        Plan {
+            groups,
+            float_dtype: DType::F32,
+            allow_ragged: false,
+            dtypes: HashMap::new(),
+        }
+    }
+
+    #[test]
+    fn pads_right_and_creates_mask_last() {
+        let cols = vec![
+            seq_column("input_ids", &[&[5, 6, 7], &[8]]),
+            seq_column("token_type_ids", &[&[1, 1, 1], &[1]]),
+            scalar_column("label", &[3, 4]),
+        ];
+        let out = collate(cols, &plan(vec![group(Strategy::Longest, false)])).unwrap();
+        let keys: Vec<_> = out.iter().map(|o| o.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            ["input_ids", "token_type_ids", "label", "attention_mask"]
+        );
+        assert_eq!(out[0].data, Data::I64(vec![5, 6, 7, 8, 0, 0]));
+        assert_eq!(
+            out[0].layout,
+            Layout::Matrix {
+                rows: 2,
+                columns: 3
+            }
+        );
+        assert_eq!(out[1].data, Data::I64(vec![1, 1, 1, 1, 9, 9]));
+        assert_eq!(out[2].data, Data::I64(vec![3, 4]));
+        assert_eq!(out[2].layout, Layout::Scalar { rows: 2 });
+        assert_eq!(out[3].data, Data::I64(vec![1, 1, 1, 1, 0, 0]));
+    }
+
+    #[test]
+    fn pads_left_to_multiple() {
+        let mut g = group(Strategy::Longest, true);
+        g.pad_to_multiple_of = Some(4);
+        let cols = vec![seq_column("input_ids", &[&[5, 6, 7], &[8]])];
+        let out = collate(cols, &plan(vec![g])).unwrap();
+        assert_eq!(out[0].data, Data::I64(vec![0, 5, 6, 7, 0, 0, 0, 8]));
+        assert_eq!(out[1].data, Data::I64(vec![0, 1, 1, 1, 0, 0, 0, 1]));
+    }
+
+    #[test]
+    fn max_length_rejects_a_longer_row_by_index() {
+        let cols = vec![seq_column("input_ids", &[&[1], &[1, 2, 3]])];
+        let err = collate(cols, &plan(vec![group(Strategy::MaxLength(2), false)])).unwrap_err();
+        assert_eq!(
+            err,
+            CollateError::TooLong {
+                key: "input_ids".into(),
+                row: 1,
+                length: 3,
+                max_length: 2
+            }
+        );
+    }
+
+    #[test]
+    fn follower_length_mismatch_names_row() {
+        let cols = vec![
+            seq_column("input_ids", &[&[1, 2], &[1, 2]]),
+            seq_column("token_type_ids", &[&[0, 0], &[0]]),
+        ];
+        let err = collate(cols, &plan(vec![group(Strategy::Longest, false)])).unwrap_err();
+        assert!(matches!(err, CollateError::LengthMismatch { row: 1, .. }));
+    }
+
+    #[test]
+    fn ragged_unpadded_key_is_an_error_or_kept_when_allowed() {
+        let cols = vec![seq_column("labels", &[&[1, 2], &[1]])];
+        let err = collate(cols.clone(), &plan(vec![])).unwrap_err();
+        assert_eq!(
+            err,
+            CollateError::Ragged {
+                key: "labels".into(),
+                row: 1,
+                length: 1,
+                expected: 2
+            }
+        );
+        let mut p = plan(vec![]);
+        p.allow_ragged = true;
+        let out = collate(cols, &p).unwrap();
+        assert_eq!(
+            out[0].layout,
+            Layout::Ragged {
+                offsets: vec![0, 2, 3]
+            }
+        );
+    }
+
+    #[test]
+    fn independent_follower_pads_to_lead_target() {
+        let mut g = group(Strategy::Longest, false);
+        g.followers = vec![Follower {
+            key: "labels".into(),
+            pad_value: -100,
+            same_length_as_lead: false,
+        }];
+        g.attention_mask = None;
+        let cols = vec![
+            seq_column("input_ids", &[&[1, 2, 3], &[1]]),
+            seq_column("labels", &[&[7], &[8, 9]]),
+        ];
+        let out = collate(cols, &plan(vec![g])).unwrap();
+        assert_eq!(out[1].data, Data::I64(vec![7, -100, -100, 8, 9, -100]));
+    }
+
+    #[test]
+    fn empty_batch_is_an_error() {
+        assert_eq!(
+            collate(vec![], &plan(vec![])).unwrap_err(),
+            CollateError::EmptyBatch
+        );
+        let cols = vec![Column::new("input_ids")];
+        assert_eq!(
+            collate(cols, &plan(vec![])).unwrap_err(),
+            CollateError::EmptyBatch
+        );
+    }
+
+    #[test]
+    fn bool_column_becomes_int_only_when_padded_and_floats_follow_plan() {
+        let mut mask = Column::new("m");
+        mask.extend_bools([true, true]);
+        mask.end_row(Shape::Sequence).unwrap();
+        let mut f = Column::new("f");
+        f.push_float(0.25);
+        f.end_row(Shape::Scalar).unwrap();
+        let out = collate(vec![mask, f], &plan(vec![])).unwrap();
+        assert_eq!(out[0].data, Data::Bool(vec![true, true]));
+        assert_eq!(out[1].data, Data::F32(vec![0.25]));
+    }
+
+    #[test]
+    fn forced_int_dtype_truncates_floats() {
+        let mut f = Column::new("label");
+        for v in [1.0, 2.7, -1.5] {
+            f.push_float(v);
+            f.end_row(Shape::Scalar).unwrap();
+        }
+        let mut p = plan(vec![]);
+        p.dtypes.insert("label".into(), DType::I64);
+        let out = collate(vec![f], &p).unwrap();
+        assert_eq!(out[0].data, Data::I64(vec![1, 2, -1]));
+    }
+
+    #[test]
+    fn strategy_parse_rejects_unknown() {
+        assert!(Strategy::parse("shortest", None).is_err());
+        assert!(Strategy::parse("max_length", None).is_err());
+        assert_eq!(
+            Strategy::parse("max_length", Some(8)).unwrap(),
+            Strategy::MaxLength(8)
+        );
+    }
+
+    #[test]
+    fn round_up_to_multiple() {
+        assert_eq!(round_up(5, Some(4)).unwrap(), 8);
+        assert_eq!(round_up(8, Some(4)).unwrap(), 8);
+        assert!(round_up(8, Some(0)).is_err());
+    }
+}

@@ -1,0 +1,350 @@
+//! The binding layer: walks Python rows once (attached), hands plain columns to the core with
+//! the interpreter released, and gives the core's buffers to numpy without copying them.
+
+mod read;
+
+use std::collections::HashMap;
+
+use numpy::ndarray::Array2;
+use numpy::{IntoPyArray, PyArray1};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+
+use crate::core::column::Column;
+use crate::core::error::CollateError;
+use crate::core::pad::{self, DType, Data, Follower, Layout, Output, PadGroup, Plan, Strategy};
+use read::{ReadError, Site};
+
+fn to_py_err(err: CollateError) -> PyErr {
+    match err {
+        CollateError::NotANumber { .. } | CollateError::NotAMapping { .. } => {
+            PyTypeError::new_err(err.to_string())
+        }
+        _ => PyValueError::new_err(err.to_string()),
+    }
+}
+
+/// A pad group as Python passes it: (lead, lead_pad_value, strategy, max_length,
+/// pad_to_multiple_of, left, [(follower, pad_value, same_length_as_lead)], attention_mask_key).
+type GroupArgs = (
+    String,
+    i64,
+    String,
+    Option<usize>,
+    Option<usize>,
+    bool,
+    Vec<(String, i64, bool)>,
+    Option<String>,
+);
+
+fn parse_group(args: GroupArgs) -> Result<PadGroup, CollateError> {
+    let (lead, lead_pad_value, strategy, max_length, pad_to_multiple_of, left, followers, mask) =
+        args;
+    pad::round_up(0, pad_to_multiple_of)?;
+    Ok(PadGroup {
+        lead,
+        lead_pad_value,
+        strategy: Strategy::parse(&strategy, max_length)?,
+        pad_to_multiple_of,
+        left,
+        followers: followers
+            .into_iter()
+            .map(|(key, pad_value, same_length_as_lead)| Follower {
+                key,
+                pad_value,
+                same_length_as_lead,
+            })
+            .collect(),
+        attention_mask: mask,
+    })
+}
+
+fn parse_dtype(name: &str) -> Result<DType, CollateError> {
+    match name {
+        "bool" => Ok(DType::Bool),
+        "int64" => Ok(DType::I64),
+        "float32" => Ok(DType::F32),
+        "float64" => Ok(DType::F64),
+        other => Err(CollateError::InvalidOption(format!(
+            "unsupported output dtype '{other}'"
+        ))),
+    }
+}
+
+/// One key's values across the batch: numbers in `column`, unless some value was not numeric,
+/// in which case the raw Python objects are handed back as a list.
+struct Gathered<'py> {
+    column: Column,
+    raw: Vec<Bound<'py, PyAny>>,
+    is_raw: bool,
+    padded: bool,
+}
+
+fn key_string(key: &Bound<'_, PyAny>) -> PyResult<String> {
+    key.cast::<PyString>()
+        .map_err(|_| PyTypeError::new_err("feature names must be strings"))?
+        .to_str()
+        .map(str::to_owned)
+}
+
+fn row_value<'py>(
+    row: &Bound<'py, PyAny>,
+    key: &str,
+    index: usize,
+) -> Result<Bound<'py, PyAny>, CollateError> {
+    if let Ok(dict) = row.cast::<PyDict>() {
+        return match dict.get_item(key) {
+            Ok(Some(value)) => Ok(value),
+            _ => Err(CollateError::MissingKey {
+                key: key.into(),
+                row: index,
+            }),
+        };
+    }
+    if !row.hasattr("keys").unwrap_or(false) {
+        return Err(CollateError::NotAMapping {
+            row: index,
+            type_name: row
+                .get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_default(),
+        });
+    }
+    row.get_item(key).map_err(|_| CollateError::MissingKey {
+        key: key.into(),
+        row: index,
+    })
+}
+
+fn add_value<'py>(
+    gathered: &mut Gathered<'py>,
+    value: Bound<'py, PyAny>,
+    key: &str,
+    row: usize,
+) -> PyResult<()> {
+    if !gathered.is_raw {
+        match read::read_value(&mut gathered.column, &value, &Site { key, row }) {
+            Ok(()) => {}
+            Err(ReadError::NotNumeric(err)) if gathered.padded => return Err(to_py_err(err)),
+            Err(ReadError::NotNumeric(_)) => gathered.is_raw = true,
+            Err(ReadError::Fatal(err)) => return Err(to_py_err(err)),
+            Err(ReadError::Python(err)) => return Err(err),
+        }
+    }
+    gathered.raw.push(value);
+    Ok(())
+}
+
+/// Walks the batch once: a list/tuple of mappings (rows), or a mapping of key -> rows.
+fn gather<'py>(
+    features: &Bound<'py, PyAny>,
+    padded_keys: &[&str],
+    only_keys: Option<Vec<String>>,
+) -> PyResult<(Vec<String>, Vec<Gathered<'py>>)> {
+    let new_gathered = |key: &str, rows: usize| Gathered {
+        column: Column::with_capacity(key, rows, 0),
+        raw: Vec::with_capacity(rows),
+        is_raw: false,
+        padded: padded_keys.contains(&key),
+    };
+    let rows: Vec<Bound<'py, PyAny>> = if let Ok(list) = features.cast::<PyList>() {
+        list.iter().collect()
+    } else if let Ok(tuple) = features.cast::<PyTuple>() {
+        tuple.iter().collect()
+    } else {
+        // Columnar input: a mapping of key -> sequence of rows (already a dict of lists).
+        let mapping = features;
+        let mut keys = Vec::new();
+        let mut columns = Vec::new();
+        let mut batch_size = None;
+        for key in mapping.call_method0("keys")?.try_iter()? {
+            let key = key?;
+            let name = key_string(&key)?;
+            let values: Vec<Bound<'py, PyAny>> = mapping
+                .get_item(&key)?
+                .try_iter()?
+                .collect::<PyResult<_>>()?;
+            match batch_size {
+                None => batch_size = Some(values.len()),
+                Some(n) if n != values.len() => {
+                    return Err(PyValueError::new_err(format!(
+                        "'{name}' holds {} rows but the keys before it hold {n}; every key of a \
+                         batch needs one value per row",
+                        values.len()
+                    )))
+                }
+                Some(_) => {}
+            }
+            let mut gathered = new_gathered(&name, values.len());
+            for (row, value) in values.into_iter().enumerate() {
+                add_value(&mut gathered, value, &name, row)?;
+            }
+            keys.push(name);
+            columns.push(gathered);
+        }
+        return Ok((keys, columns));
+    };
+    let Some(first) = rows.first() else {
+        return Err(to_py_err(CollateError::EmptyBatch));
+    };
+    if !first.hasattr("keys")? {
+        return Err(to_py_err(CollateError::NotAMapping {
+            row: 0,
+            type_name: first.get_type().name()?.to_string(),
+        }));
+    }
+    let keys = match only_keys {
+        Some(keys) => keys,
+        None => first
+            .call_method0("keys")?
+            .try_iter()?
+            .map(|key| key_string(&key?))
+            .collect::<PyResult<Vec<_>>>()?,
+    };
+    let mut columns: Vec<Gathered<'py>> =
+        keys.iter().map(|k| new_gathered(k, rows.len())).collect();
+    for (index, row) in rows.iter().enumerate() {
+        for (key, gathered) in keys.iter().zip(columns.iter_mut()) {
+            let value = row_value(row, key, index).map_err(to_py_err)?;
+            add_value(gathered, value, key, index)?;
+        }
+    }
+    Ok((keys, columns))
+}
+
+fn ragged_list<'py, T>(
+    py: Python<'py>,
+    values: &[T],
+    offsets: &[usize],
+) -> PyResult<Bound<'py, PyAny>>
+where
+    T: Copy + for<'a> IntoPyObject<'a>,
+{
+    let rows = offsets
+        .windows(2)
+        .map(|w| PyList::new(py, values[w[0]..w[1]].iter().copied()))
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok(PyList::new(py, rows)?.into_any())
+}
+
+fn array<'py, T>(py: Python<'py>, values: Vec<T>, layout: &Layout) -> PyResult<Bound<'py, PyAny>>
+where
+    T: numpy::Element + Copy + for<'a> IntoPyObject<'a>,
+{
+    // Both arms move the Vec into numpy: the array owns the Rust buffer, nothing is copied.
+    match layout {
+        Layout::Scalar { .. } => Ok(PyArray1::from_vec(py, values).into_any()),
+        Layout::Matrix { rows, columns } => Ok(Array2::from_shape_vec((*rows, *columns), values)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?
+            .into_pyarray(py)
+            .into_any()),
+        Layout::Ragged { offsets } => ragged_list(py, &values, offsets),
+    }
+}
+
+fn output_to_py<'py>(py: Python<'py>, output: Output) -> PyResult<Bound<'py, PyAny>> {
+    match output.data {
+        Data::Bool(v) => array(py, v, &output.layout),
+        Data::I64(v) => array(py, v, &output.layout),
+        Data::F32(v) => array(py, v, &output.layout),
+        Data::F64(v) => array(py, v, &output.layout),
+    }
+}
+
+/// Collates a batch: gathers every key of the first row (attached), pads the groups and stacks
+/// the rest (detached), and returns an ordered dict of numpy arrays. Keys whose values are not
+/// numbers come back as lists of the original objects, for the caller to handle.
+#[pyfunction]
+#[pyo3(signature = (features, groups, *, float32, allow_ragged=false, dtypes=None, keys=None))]
+fn collate<'py>(
+    py: Python<'py>,
+    features: &Bound<'py, PyAny>,
+    groups: Vec<GroupArgs>,
+    float32: bool,
+    allow_ragged: bool,
+    dtypes: Option<HashMap<String, String>>,
+    keys: Option<Vec<String>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let groups = groups
+        .into_iter()
+        .map(parse_group)
+        .collect::<Result<Vec<_>, _>>();
+    let groups = groups.map_err(to_py_err)?;
+    let dtypes = dtypes
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| parse_dtype(&v).map(|d| (k, d)))
+        .collect::<Result<HashMap<_, _>, _>>()
+        .map_err(to_py_err)?;
+    let mut padded_keys: Vec<&str> = Vec::new();
+    for group in &groups {
+        padded_keys.push(&group.lead);
+        padded_keys.extend(group.followers.iter().map(|f| f.key.as_str()));
+        padded_keys.extend(group.attention_mask.as_deref());
+    }
+    let (keys, gathered) = gather(features, &padded_keys, keys)?;
+    let plan = Plan {
+        groups,
+        float_dtype: if float32 { DType::F32 } else { DType::F64 },
+        allow_ragged,
+        dtypes,
+    };
+    let mut numeric = Vec::new();
+    let mut raw = HashMap::new();
+    for (key, g) in keys.iter().zip(gathered) {
+        if g.is_raw {
+            raw.insert(key.clone(), g.raw);
+        } else {
+            numeric.push(g.column);
+        }
+    }
+    if numeric.is_empty() && raw.values().next().is_none_or(|r| r.is_empty()) {
+        return Err(to_py_err(CollateError::EmptyBatch));
+    }
+    let outputs = if numeric.is_empty() {
+        Vec::new()
+    } else {
+        py.detach(|| pad::collate(numeric, &plan))
+            .map_err(to_py_err)?
+    };
+    let mut outputs: HashMap<String, Output> =
+        outputs.into_iter().map(|o| (o.key.clone(), o)).collect();
+    let result = PyDict::new(py);
+    let created: Vec<String> = plan
+        .groups
+        .iter()
+        .filter_map(|g| g.attention_mask.clone())
+        .filter(|k| !keys.contains(k))
+        .collect();
+    for key in keys.iter().chain(created.iter()) {
+        if let Some(values) = raw.remove(key) {
+            result.set_item(key, PyList::new(py, values)?)?;
+        } else if let Some(output) = outputs.remove(key) {
+            result.set_item(key, output_to_py(py, output)?)?;
+        }
+    }
+    Ok(result)
+}
+
+#[pymodule(gil_used = false)]
+mod _native {
+    #[pymodule_export]
+    use super::collate;
+
+    #[pymodule_init]
+    fn init(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
+        use pyo3::types::PyModuleMethods;
+        m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+        m.add(
+            "build_profile",
+            if cfg!(debug_assertions) {
+                "debug"
+            } else {
+                "release"
+            },
+        )?;
+        Ok(())
+    }
+}
