@@ -76,7 +76,10 @@ def default_data_collator(features: list[Any], return_tensors: str = "pt") -> di
     elif "label_ids" in first and first["label_ids"] is not None:
         label_key = "label_ids"
         first_ids = first["label_ids"]
-        if not (isinstance(first_ids, np.ndarray) or is_torch_tensor(first_ids)):
+        # transformers stacks arrays of its own framework (keeping their dtype); anything else
+        # gets int64 / float32 from the first element (a 0-d tensor counts as not an int).
+        native = is_torch_tensor(first_ids) if pt else isinstance(first_ids, np.ndarray)
+        if not native:
             dtypes["label_ids"] = "int64" if _is_integer(first_ids[0]) else "float32"
     if label_key is not None:
         keys.append(label_key)
@@ -96,6 +99,11 @@ def default_data_collator(features: list[Any], return_tensors: str = "pt") -> di
                 out[key] = out[key].to(torch_module().from_numpy(value[:0]).dtype)
             elif out[key].dtype != value.dtype:
                 out[key] = out[key].astype(value.dtype)
+        elif isinstance(value, (list, tuple)) and out[key].numel() == 0 if pt else (
+            isinstance(value, (list, tuple)) and out[key].size == 0
+        ):
+            # np.array([[]]) is float64 and torch.tensor([[]]) float32: no value to infer from.
+            out[key] = out[key].float() if pt else out[key].astype(np.float64)
         elif is_torch_tensor(value):
             out[key] = out[key].to(value.dtype) if pt else out[key].astype(
                 torch_module().empty(0, dtype=value.dtype).numpy().dtype

@@ -130,20 +130,19 @@ pub fn target_length(
     let target = match strategy {
         Strategy::DoNotPad => return Ok(None),
         Strategy::Longest => lengths.iter().copied().max().unwrap_or(0),
-        Strategy::MaxLength(max_length) => {
-            if let Some((row, &length)) = lengths.iter().enumerate().find(|(_, &l)| l > max_length)
-            {
-                return Err(CollateError::TooLong {
-                    key: lead.into(),
-                    row,
-                    length,
-                    max_length,
-                });
-            }
-            max_length
-        }
+        Strategy::MaxLength(max_length) => max_length,
     };
-    round_up(target, pad_to_multiple_of).map(Some)
+    // The limit is the rounded length, as in transformers' `_pad`.
+    let target = round_up(target, pad_to_multiple_of)?;
+    if let Some((row, &length)) = lengths.iter().enumerate().find(|(_, &l)| l > target) {
+        return Err(CollateError::TooLong {
+            key: lead.into(),
+            row,
+            length,
+            max_length: target,
+        });
+    }
+    Ok(Some(target))
 }
 
 /// Copies ragged rows into one `rows × target` buffer prefilled with `pad`.
