@@ -3,4 +3,5 @@
 
 pub mod column;
 pub mod error;
+pub mod flatten;
 pub mod pad;

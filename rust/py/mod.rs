@@ -1,6 +1,7 @@
 //! The binding layer: walks Python rows once (attached), hands plain columns to the core with
 //! the interpreter released, and gives the core's buffers to numpy without copying them.
 
+mod flatten;
 mod read;
 
 use std::collections::HashMap;
@@ -332,6 +333,8 @@ fn collate<'py>(
 mod _native {
     #[pymodule_export]
     use super::collate;
+    #[pymodule_export]
+    use super::flatten::flatten_batch;
 
     #[pymodule_init]
     fn init(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {

@@ -1,0 +1,76 @@
+//! Binding for the flattening collator: reads `input_ids` (and `labels`) once, packs them with
+//! the interpreter released, and hands the packed buffers to numpy without copying.
+
+use numpy::ndarray::Array2;
+use numpy::{IntoPyArray, PyArray1};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use super::{gather, to_py_err};
+use crate::core::flatten::{flatten as pack, FlattenOptions};
+
+fn one_row<'py, T: numpy::Element>(py: Python<'py>, values: Vec<T>) -> PyResult<Bound<'py, PyAny>> {
+    let columns = values.len();
+    Ok(Array2::from_shape_vec((1, columns), values)
+        .map_err(|e| PyValueError::new_err(e.to_string()))?
+        .into_pyarray(py)
+        .into_any())
+}
+
+/// Packs a batch into one row: returns a dict with `input_ids`, `labels` (shape `(1, total)`,
+/// int64), and when asked `position_ids` (int64), `seq_idx` (int32, `(1, total)`),
+/// `cu_seq_lens` (int32, `(rows + 1,)`) and `max_length` (an int).
+#[pyfunction]
+#[pyo3(signature = (
+    features, *, labels, separator_id, position_ids_start, position_ids, seq_idx, cu_seq_lens
+))]
+#[allow(clippy::too_many_arguments)]
+pub fn flatten_batch<'py>(
+    py: Python<'py>,
+    features: &Bound<'py, PyAny>,
+    labels: bool,
+    separator_id: i64,
+    position_ids_start: i64,
+    position_ids: bool,
+    seq_idx: bool,
+    cu_seq_lens: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let mut keys = vec!["input_ids".to_string()];
+    if labels {
+        keys.push("labels".to_string());
+    }
+    // Listed as padded keys so that a value that is not numbers is an error, not kept raw.
+    let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let (_, gathered) = gather(features, &key_refs, Some(keys.clone()))?;
+    let mut columns = gathered.into_iter().map(|g| g.column);
+    let input_ids = columns.next().ok_or_else(|| {
+        PyValueError::new_err("cannot collate an empty batch: no rows were given")
+    })?;
+    let label_column = columns.next();
+    let options = FlattenOptions {
+        separator_id,
+        position_ids_start,
+        position_ids,
+        seq_idx,
+        cu_seq_lens,
+    };
+    let packed = py
+        .detach(|| pack(input_ids, label_column, &options))
+        .map_err(to_py_err)?;
+
+    let result = PyDict::new(py);
+    result.set_item("input_ids", one_row(py, packed.input_ids)?)?;
+    result.set_item("labels", one_row(py, packed.labels)?)?;
+    if let Some(values) = packed.position_ids {
+        result.set_item("position_ids", one_row(py, values)?)?;
+    }
+    if let Some(values) = packed.seq_idx {
+        result.set_item("seq_idx", one_row(py, values)?)?;
+    }
+    if let Some(values) = packed.cu_seq_lens {
+        result.set_item("cu_seq_lens", PyArray1::from_vec(py, values))?;
+        result.set_item("max_length", packed.max_length)?;
+    }
+    Ok(result)
+}
