@@ -44,7 +44,7 @@ def test_missing_main_input(bert_tokenizer):
         (1.5, None, None),  # a float is a number: it pads (as float), like transformers
         (None, TypeError, r"'input_ids' in row 1 holds a NoneType at position 1"),
         ([1, 2], ValueError, r"'input_ids' in row 1 nests deeper"),
-        (2**70, ValueError, r"'input_ids' in row 1 holds an integer at position 1 that does not fit"),
+        (2**70, ValueError, r"'input_ids' in row 1 holds an integer at position 1 that does not"),
     ],
 )
 def test_bad_sequence_values(bert_tokenizer, bad, kind, match):

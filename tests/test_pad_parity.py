@@ -11,14 +11,16 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from compare import assert_same_batch, assert_same_value, has_object_array
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fastcollate
+from compare import assert_same_batch, assert_same_value, has_object_array
 
 SETTINGS = settings(
-    max_examples=int(os.environ.get("FASTCOLLATE_EXAMPLES", 60)), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=int(os.environ.get("FASTCOLLATE_EXAMPLES", 60)),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 OPTIONAL_KEYS = ("token_type_ids", "attention_mask", "special_tokens_mask")
 INT_DTYPES = (np.int64, np.int32, np.int16, np.uint8, np.uint16)
@@ -126,7 +128,7 @@ def run_both(ours_fn, theirs_fn, rows, must_fail=False):
 
 def assert_unchanged(rows, snapshot):
     assert len(rows) == len(snapshot)
-    for row, before in zip(rows, snapshot):
+    for row, before in zip(rows, snapshot, strict=True):
         assert list(row) == list(before)
         for key in row:
             a, b = row[key], before[key]
