@@ -1,0 +1,30 @@
+"""Type stub for the Rust extension module (rust/py)."""
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+__version__: str
+build_profile: str  # "release" or "debug"
+
+PadGroup = tuple[
+    str,  # lead key: its lengths set the target
+    int,  # lead pad value
+    str,  # "longest" | "max_length" | "do_not_pad"
+    int | None,  # max_length
+    int | None,  # pad_to_multiple_of
+    bool,  # pad on the left
+    Sequence[tuple[str, int, bool]],  # (follower key, pad value, same length as lead)
+    str | None,  # attention-mask key, created when absent
+]
+
+def collate(
+    features: Sequence[Mapping[str, Any]] | Mapping[str, Sequence[Any]],
+    groups: Sequence[PadGroup],
+    *,
+    float32: bool,
+    allow_ragged: bool = False,
+    dtypes: Mapping[str, str] | None = None,
+    keys: Sequence[str] | None = None,
+) -> dict[str, np.ndarray | list[Any]]: ...
