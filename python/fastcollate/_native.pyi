@@ -28,3 +28,10 @@ def collate(
     dtypes: Mapping[str, str] | None = None,
     keys: Sequence[str] | None = None,
 ) -> dict[str, np.ndarray | list[Any]]: ...
+
+def group_by_length(
+    lengths: np.ndarray,  # int64, one per row
+    permutation: np.ndarray,  # int64, a permutation of range(len(lengths))
+    batch_size: int,
+    mega_batch_mult: int | None = None,
+) -> np.ndarray: ...  # int64 grouped indices

@@ -4,4 +4,5 @@
 pub mod column;
 pub mod error;
 pub mod flatten;
+pub mod grouping;
 pub mod pad;

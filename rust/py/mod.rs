@@ -2,6 +2,7 @@
 //! the interpreter released, and gives the core's buffers to numpy without copying them.
 
 mod flatten;
+mod grouping;
 mod read;
 
 use std::collections::HashMap;
@@ -335,6 +336,8 @@ mod _native {
     use super::collate;
     #[pymodule_export]
     use super::flatten::flatten_batch;
+    #[pymodule_export]
+    use super::grouping::group_by_length;
 
     #[pymodule_init]
     fn init(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {

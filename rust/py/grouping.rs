@@ -1,0 +1,43 @@
+//! Binding for the length-grouping core: borrows the numpy buffers, groups with the
+//! interpreter released, and hands the result to numpy without copying it.
+
+use std::borrow::Cow;
+
+use numpy::{PyArray1, PyReadonlyArray1};
+use pyo3::exceptions::{PyOverflowError, PyValueError};
+use pyo3::prelude::*;
+
+use crate::core::grouping::{self, GroupingError};
+
+fn to_py_err(err: GroupingError) -> PyErr {
+    match err {
+        GroupingError::Overflow => PyOverflowError::new_err(err.to_string()),
+        _ => PyValueError::new_err(err.to_string()),
+    }
+}
+
+/// `lengths` and `permutation` are int64 arrays of the same size; returns the grouped indices
+/// as an int64 array (transformers' `get_length_grouped_indices` after its `torch.randperm`).
+#[pyfunction]
+#[pyo3(signature = (lengths, permutation, batch_size, mega_batch_mult=None))]
+pub fn group_by_length<'py>(
+    py: Python<'py>,
+    lengths: PyReadonlyArray1<'py, i64>,
+    permutation: PyReadonlyArray1<'py, i64>,
+    batch_size: i64,
+    mega_batch_mult: Option<i64>,
+) -> PyResult<Bound<'py, PyArray1<i64>>> {
+    // Contiguous arrays (the usual case) are borrowed; strided views are copied once.
+    let lengths: Cow<[i64]> = match lengths.as_slice() {
+        Ok(slice) => Cow::Borrowed(slice),
+        Err(_) => Cow::Owned(lengths.as_array().to_vec()),
+    };
+    let permutation: Cow<[i64]> = match permutation.as_slice() {
+        Ok(slice) => Cow::Borrowed(slice),
+        Err(_) => Cow::Owned(permutation.as_array().to_vec()),
+    };
+    let indices = py
+        .detach(|| grouping::group_by_length(&lengths, &permutation, batch_size, mega_batch_mult))
+        .map_err(to_py_err)?;
+    Ok(PyArray1::from_vec(py, indices))
+}
