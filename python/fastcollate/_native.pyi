@@ -35,3 +35,14 @@ def group_by_length(
     batch_size: int,
     mega_batch_mult: int | None = None,
 ) -> np.ndarray: ...  # int64 grouped indices
+
+def flatten_batch(
+    features: Sequence[Mapping[str, Any]],
+    *,
+    labels: bool,  # read each row's "labels" (else labels come from input_ids)
+    separator_id: int,
+    position_ids_start: int,
+    position_ids: bool,
+    seq_idx: bool,
+    cu_seq_lens: bool,
+) -> dict[str, Any]: ...  # input_ids, labels, [position_ids], [seq_idx], [cu_seq_lens, max_length]
