@@ -7,8 +7,10 @@ from ._family import (
     DataCollatorForTokenClassification,
     DataCollatorWithFlattening,
 )
+from ._grouping import get_length_grouped_indices, sequence_lengths
 from ._native import __version__, build_profile
 from ._padding import pad
+from ._patch import TransformersPatch, patch_transformers, unpatch_transformers
 
 __all__ = [
     "__version__",
@@ -21,4 +23,29 @@ __all__ = [
     "DataCollatorForSeq2Seq",
     "DataCollatorWithFlattening",
     "DataCollatorForLanguageModeling",
+    "get_length_grouped_indices",
+    "sequence_lengths",
+    "LengthGroupedSampler",
+    "DistributedLengthGroupedSampler",
+    "Trainer",
+    "patch_transformers",
+    "unpatch_transformers",
+    "TransformersPatch",
 ]
+
+# Names that need torch / transformers load on first use, so `import fastcollate` stays light.
+_LAZY = {
+    "LengthGroupedSampler": "._samplers",
+    "DistributedLengthGroupedSampler": "._samplers",
+    "Trainer": "._trainer",
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
