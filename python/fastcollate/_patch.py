@@ -1,0 +1,138 @@
+"""`patch_transformers()`: one opt-in call that makes existing transformers scripts use
+fastcollate's collators, samplers and grouping, with an undo."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from types import ModuleType
+from typing import Any
+
+# Where transformers binds each name that fastcollate replaces. `transformers.trainer` imports
+# some of them by value, so patching `transformers.data.data_collator` alone would not reach
+# the Trainer.
+_COLLATOR_MODULES = ("transformers", "transformers.data", "transformers.data.data_collator")
+_TARGETS: dict[str, tuple[str, ...]] = {
+    "DataCollatorWithPadding": _COLLATOR_MODULES,
+    "DefaultDataCollator": _COLLATOR_MODULES,
+    "default_data_collator": (*_COLLATOR_MODULES, "transformers.trainer"),
+    "DataCollatorForTokenClassification": _COLLATOR_MODULES,
+    "DataCollatorForSeq2Seq": _COLLATOR_MODULES,
+    "DataCollatorWithFlattening": _COLLATOR_MODULES,
+    "DataCollatorForLanguageModeling": _COLLATOR_MODULES,
+    "LengthGroupedSampler": ("transformers.trainer_pt_utils", "transformers.trainer"),
+    "DistributedLengthGroupedSampler": ("transformers.trainer_pt_utils",),
+    "get_length_grouped_indices": ("transformers.trainer_pt_utils",),
+}
+
+# (module object, attribute, the object transformers had there before patching).
+_saved: list[tuple[ModuleType, str, Any]] = []
+
+
+def original(module_name: str, name: str) -> Any:
+    """transformers' own object, whether or not it is patched right now."""
+    for module, attribute, value in _saved:
+        if module.__name__ == module_name and attribute == name:
+            return value
+    return getattr(importlib.import_module(module_name), name)
+
+
+def _module_objects(module_name: str) -> list[ModuleType]:
+    """Every live module object named `module_name`. transformers' processing_utils re-executes
+    `transformers/__init__.py` (direct_transformers_import), which puts a second top-level
+    `transformers` module in sys.modules while code that imported earlier holds the first; both
+    must be patched."""
+    current = sys.modules[module_name]
+    found = {id(current): current}
+    if module_name == "transformers":
+        for module in list(sys.modules.values()):
+            for value in list(getattr(module, "__dict__", {}).values()):
+                # type(), not isinstance(): some objects warn when asked for __class__.
+                if issubclass(type(value), ModuleType) and value.__name__ == module_name:
+                    found.setdefault(id(value), value)
+    return list(found.values())
+
+
+def _padding_collator_for_trainer(processing_class: Any, *args: Any, **kwargs: Any) -> Any:
+    """What `transformers.trainer` calls as `DataCollatorWithPadding(processing_class)`:
+    fastcollate's for a tokenizer, transformers' for a feature extractor (fastcollate pads token
+    sequences only)."""
+    from transformers import PreTrainedTokenizerBase
+
+    if isinstance(processing_class, PreTrainedTokenizerBase):
+        from ._collators import DataCollatorWithPadding
+
+        return DataCollatorWithPadding(processing_class, *args, **kwargs)
+    cls = original("transformers.data.data_collator", "DataCollatorWithPadding")
+    return cls(processing_class, *args, **kwargs)
+
+
+def _replacements() -> dict[tuple[str, str], Any]:
+    import fastcollate
+
+    found: dict[tuple[str, str], Any] = {}
+    for name, module_names in _TARGETS.items():
+        # Only names this fastcollate build provides; the rest stay transformers'.
+        if not hasattr(fastcollate, name):
+            continue
+        for module_name in module_names:
+            found[(module_name, name)] = getattr(fastcollate, name)
+    if ("transformers.data.data_collator", "DataCollatorWithPadding") in found:
+        found[("transformers.trainer", "DataCollatorWithPadding")] = _padding_collator_for_trainer
+    return found
+
+
+class TransformersPatch:
+    """Returned by `patch_transformers()`: `undo()` restores transformers' objects, and using it
+    as a context manager undoes the patch on exit."""
+
+    def __init__(self, patched: list[tuple[str, str]]):
+        self.patched = patched
+
+    def undo(self) -> None:
+        unpatch_transformers()
+
+    def __enter__(self) -> TransformersPatch:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.undo()
+
+    def __repr__(self) -> str:
+        names = sorted({f"{module}.{name}" for module, name in self.patched})
+        return f"TransformersPatch({', '.join(names)})"
+
+
+def patch_transformers() -> TransformersPatch:
+    """Makes transformers build fastcollate's objects: its collators (in `transformers`,
+    `transformers.data`, `transformers.data.data_collator` and the Trainer's defaults) and its
+    `LengthGroupedSampler`, `DistributedLengthGroupedSampler` and `get_length_grouped_indices`
+    (in `transformers.trainer_pt_utils` and `transformers.trainer`). Code that imported a name
+    (`from transformers import X`) before the call keeps the object it imported. Calling it
+    again is harmless.
+
+    Undo with `unpatch_transformers()`, the returned handle's `undo()`, or
+    `with fastcollate.patch_transformers(): ...`."""
+    replacements = _replacements()
+    # Import every target first: importing transformers.trainer replaces the top-level module.
+    module_names = sorted({module_name for module_name, _ in replacements})
+    for module_name in module_names:
+        importlib.import_module(module_name)
+    modules = {module_name: _module_objects(module_name) for module_name in module_names}
+    patched = []
+    for (module_name, name), replacement in replacements.items():
+        for module in modules[module_name]:
+            if not hasattr(module, name):
+                continue
+            if not any(m is module and a == name for m, a, _ in _saved):
+                _saved.append((module, name, getattr(module, name)))
+            setattr(module, name, replacement)
+        patched.append((module_name, name))
+    return TransformersPatch(patched)
+
+
+def unpatch_transformers() -> None:
+    """Restores every object `patch_transformers()` replaced. Does nothing when unpatched."""
+    while _saved:
+        module, name, value = _saved.pop()
+        setattr(module, name, value)

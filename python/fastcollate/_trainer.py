@@ -1,0 +1,98 @@
+"""`fastcollate.Trainer`: transformers' Trainer with fastcollate's default collators and fast
+length grouping. Everything else is transformers' own loop."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+import transformers
+from transformers.trainer_utils import has_length
+
+from ._collators import DataCollatorWithPadding, default_data_collator
+from ._grouping import _is_datasets_dataset, sequence_lengths
+from ._samplers import LengthGroupedSampler
+
+
+def default_collator(processing_class: Any) -> Any:
+    """The collator transformers.Trainer picks when none is given, fastcollate's where it has
+    one: padding with a tokenizer, `default_data_collator` otherwise. A feature extractor keeps
+    transformers' DataCollatorWithPadding (fastcollate pads token sequences only)."""
+    from transformers import PreTrainedTokenizerBase
+    from transformers.feature_extraction_sequence_utils import SequenceFeatureExtractor
+
+    from ._patch import original
+
+    if isinstance(processing_class, PreTrainedTokenizerBase):
+        return DataCollatorWithPadding(processing_class)
+    if isinstance(processing_class, SequenceFeatureExtractor):
+        return original("transformers.data.data_collator", "DataCollatorWithPadding")(
+            processing_class
+        )
+    return default_data_collator
+
+
+_TRAINER_SIGNATURE = inspect.signature(transformers.Trainer.__init__)
+
+
+class Trainer(transformers.Trainer):
+    """A `transformers.Trainer` whose default `data_collator` is fastcollate's (chosen exactly
+    as transformers chooses its own) and which, with
+    `train_sampling_strategy="group_by_length"`, reads lengths from Arrow and groups them in
+    Rust: the same batches as transformers' sampler for the same seed, without decoding every
+    row at startup."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        bound = _TRAINER_SIGNATURE.bind(self, *args, **kwargs)
+        collator_given = bound.arguments.get("data_collator") is not None
+        super().__init__(*args, **kwargs)
+        if not collator_given:
+            self.data_collator = default_collator(self.processing_class)
+
+    def _dataset_lengths(self, dataset: Any) -> Any:
+        # The same sources as transformers: the length column when the dataset has it (after
+        # unused columns are removed), else the processing class's main input.
+        length_column = self.args.length_column_name
+        if not (_is_datasets_dataset(dataset) and length_column in dataset.column_names):
+            length_column = None
+        model_input_name = (
+            self.processing_class.model_input_names[0]
+            if self.processing_class is not None
+            else None
+        )
+        return sequence_lengths(
+            dataset,
+            column=model_input_name if model_input_name is not None else "input_ids",
+            length_column_name=length_column,
+        )
+
+    def _get_train_sampler(self, train_dataset: Any = None) -> Any:
+        if train_dataset is None:
+            train_dataset = self.train_dataset
+        if (
+            self.args.train_sampling_strategy != "group_by_length"
+            or train_dataset is None
+            or not has_length(train_dataset)
+        ):
+            return super()._get_train_sampler(train_dataset)
+        return LengthGroupedSampler(
+            self.args.train_batch_size * self.args.gradient_accumulation_steps,
+            dataset=train_dataset,
+            lengths=self._dataset_lengths(train_dataset),
+        )
+
+    def _get_eval_sampler(self, eval_dataset: Any) -> Any:
+        if (
+            self.args.train_sampling_strategy != "group_by_length"
+            or eval_dataset is None
+            or not has_length(eval_dataset)
+        ):
+            return super()._get_eval_sampler(eval_dataset)
+        seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
+        return LengthGroupedSampler(
+            self.args.eval_batch_size,
+            dataset=eval_dataset,
+            lengths=self._dataset_lengths(eval_dataset),
+            generator=torch.Generator().manual_seed(seed),
+        )
