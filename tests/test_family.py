@@ -16,6 +16,7 @@ import torch
 import transformers
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from transformers.utils import PaddingStrategy
 
 import fastcollate
 from compare import assert_same_batch, has_object_array
@@ -121,7 +122,9 @@ def no_padding(padding):
 @st.composite
 def padding_options(draw):
     return {
-        "padding": draw(st.sampled_from([True, "longest", "max_length", False, "do_not_pad"])),
+        "padding": draw(
+            st.sampled_from([True, "longest", "max_length", False, "do_not_pad", *PaddingStrategy])
+        ),
         "max_length_extra": draw(st.one_of(st.none(), st.integers(0, 4))),
         "pad_to_multiple_of": draw(st.one_of(st.none(), st.integers(1, 8))),
         "return_tensors": draw(st.sampled_from(["pt", "np"])),
@@ -514,6 +517,26 @@ def test_special_tokens_from_an_overriding_tokenizer_are_asked_row_by_row(tokeni
     torch.manual_seed(0)
     assert_same_batch(batch, theirs(rows))
     assert (batch["labels"] != -100).all()  # even [CLS], [SEP] and padding were maskable
+
+
+def test_seeded_generator_in_a_dataloader_worker_is_seed_plus_worker_id(tokenizers, monkeypatch):
+    import multiprocessing
+    import types
+
+    rows = [{"input_ids": [101, 2000, 2001, 2002, 102]}, {"input_ids": [101, 2003, 102]}]
+    worker = types.SimpleNamespace(name="Worker-1")
+    monkeypatch.setattr(multiprocessing, "current_process", lambda: worker)
+    monkeypatch.setattr(torch.utils.data, "get_worker_info", lambda: types.SimpleNamespace(id=3))
+    for return_tensors in ("pt", "np"):
+        kwargs = {"seed": 11, "mlm_probability": 0.5, "return_tensors": return_tensors}
+        ours = fastcollate.DataCollatorForLanguageModeling(tokenizers["right"], **kwargs)
+        theirs = transformers.DataCollatorForLanguageModeling(tokenizers["right"], **kwargs)
+        assert_same_batch(ours(rows), theirs(rows))
+        assert_same_batch(ours(rows), theirs(rows))  # the generator carries on
+    monkeypatch.setattr(torch.utils.data, "get_worker_info", lambda: None)
+    outside = fastcollate.DataCollatorForLanguageModeling(tokenizers["right"], seed=1)
+    with pytest.raises(ValueError, match="Worker process information"):
+        outside(rows)
 
 
 def test_causal_labels_mask_padding(tokenizers):
