@@ -83,8 +83,10 @@ def _padded_with_labels(
 class DataCollatorForTokenClassification:
     """Same fields and output as `transformers.DataCollatorForTokenClassification`: pads the
     inputs with the tokenizer's settings and `labels` (or `label`) to the padded input length
-    with `label_pad_token_id`, on the tokenizer's padding side. A label row longer than the
-    padded inputs raises a ValueError naming the row."""
+    with `label_pad_token_id`, on the tokenizer's padding side.
+
+    Unlike transformers, a label row longer than the padded inputs raises a ValueError naming
+    the row (transformers leaves it unpadded: a ragged batch, or labels wider than inputs)."""
 
     tokenizer: Any
     padding: bool | str = True
@@ -139,8 +141,12 @@ class DataCollatorForSeq2Seq:
     tokenizer's settings and the labels separately with `label_pad_token_id` (to the longest
     label, or `max_length` with padding="max_length", rounded up to `pad_to_multiple_of`, on
     the tokenizer's padding side), and adds `decoder_input_ids` from
-    `model.prepare_decoder_input_ids_from_labels` when a model is given. A label longer than
-    `max_length` under padding="max_length" raises a ValueError naming the row."""
+    `model.prepare_decoder_input_ids_from_labels` when a model is given.
+
+    Unlike transformers, a label longer than `max_length` under padding="max_length" raises a
+    ValueError naming the row (transformers leaves it unpadded: a ragged batch, or labels
+    wider than max_length), and return_tensors must be "pt" or "np" (transformers' None gives
+    lists of inputs beside a numpy labels array)."""
 
     tokenizer: Any
     model: Any | None = None
@@ -153,10 +159,7 @@ class DataCollatorForSeq2Seq:
     def __call__(self, features, return_tensors=None):
         if return_tensors is None:
             return_tensors = self.return_tensors
-        value = getattr(return_tensors, "value", return_tensors)
-        if value not in FRAMEWORKS:
-            raise ValueError(f"return_tensors must be 'pt' or 'np', not {return_tensors!r}")
-        return_tensors = value
+        return_tensors = _framework(return_tensors)
         settings = PadSettings.resolve(self.tokenizer)
         features = _rows(features, settings.main_input)
         first = features[0]
@@ -254,11 +257,11 @@ class DataCollatorWithFlattening(DefaultDataCollator):
             return_tensors = self.return_tensors
         if separator_id is None:
             separator_id = self.separator_id
-        if getattr(return_tensors, "value", return_tensors) not in FRAMEWORKS:
+        framework = getattr(return_tensors, "value", return_tensors)
+        if framework not in FRAMEWORKS:
             raise ValueError(
                 f'return_tensors must be one of ("pt", "np"), {return_tensors=} not supported'
             )
-        return_tensors = getattr(return_tensors, "value", return_tensors)
         features = _rows(features, "input_ids")
         packed = _native.flatten_batch(
             features,
@@ -277,7 +280,7 @@ class DataCollatorWithFlattening(DefaultDataCollator):
             batch["cu_seq_lens_q"] = packed["cu_seq_lens"]
             # A separate array, as transformers makes one tensor per key.
             batch["cu_seq_lens_k"] = packed["cu_seq_lens"].copy()
-        if return_tensors == "pt":
+        if framework == "pt":
             from_numpy = torch_module().from_numpy
             batch = {key: from_numpy(value) for key, value in batch.items()}
         if "max_length" in packed:
@@ -514,7 +517,12 @@ def _collate_sequences(examples: list, tokenizer: Any, pad_to_multiple_of, retur
 class DataCollatorForLanguageModeling:
     """Same fields and output as `transformers.DataCollatorForLanguageModeling`. Padding runs on
     the Rust core; masking is transformers' own code (called with this collator), so under the
-    same seed (`seed=`, or the global torch / numpy RNG) masks and labels are identical."""
+    same seed (`seed=`, or the global torch / numpy RNG) masks and labels are identical. The
+    special-tokens mask, when the rows carry none, is computed in one vectorized step for
+    tokenizers that use transformers' default `get_special_tokens_mask`.
+
+    Unlike transformers, bare torch-tensor rows are padded under return_tensors="np"
+    (transformers raises there)."""
 
     tokenizer: Any
     mlm: bool = True
