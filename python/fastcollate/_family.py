@@ -24,7 +24,9 @@ def _framework(return_tensors: Any) -> str:
     """The "pt" / "np" switch of transformers' DataCollatorMixin."""
     value = getattr(return_tensors, "value", return_tensors)
     if value not in FRAMEWORKS:
-        raise ValueError(f"Framework '{return_tensors}' not recognized! Use 'pt' or 'np'.")
+        raise ValueError(
+            f"Framework '{return_tensors}' not recognized! Use return_tensors='pt' or 'np'."
+        )
     return value
 
 
