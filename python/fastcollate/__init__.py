@@ -1,5 +1,6 @@
 """fastcollate: drop-in, Rust-fast replacements for transformers' data collators and padding."""
 
+from ._arrow import ArrowBatch, ArrowBatches
 from ._collators import DataCollatorWithPadding, DefaultDataCollator, default_data_collator
 from ._family import (
     DataCollatorForLanguageModeling,
@@ -31,6 +32,8 @@ __all__ = [
     "patch_transformers",
     "unpatch_transformers",
     "TransformersPatch",
+    "ArrowBatches",
+    "ArrowBatch",
 ]
 
 # Names that need torch / transformers load on first use, so `import fastcollate` stays light.

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _native
+from ._arrow import collate
 from ._padding import pad
 from ._tensors import check_return_tensors, convert, is_torch_tensor, torch_module
 
@@ -87,7 +87,7 @@ def default_data_collator(features: list[Any], return_tensors: str = "pt") -> di
         if key not in ("label", "label_ids") and value is not None and not isinstance(value, str):
             keys.append(key)
 
-    native = _native.collate(features, [], float32=pt, dtypes=dtypes, keys=keys)
+    native = collate(features, [], float32=pt, dtypes=dtypes, keys=keys)
     out = convert(native, return_tensors)
     # Rows that are numpy arrays / tensors keep their dtype (np.stack / torch.stack do).
     for key in keys:

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _native
+from ._arrow import ArrowBatch, collate
 from ._tensors import batch_encoding, check_return_tensors, convert, is_torch_tensor
 
 # transformers' PreTrainedTokenizerBase defaults, used when no tokenizer is given.
@@ -199,7 +199,10 @@ def pad(
     main = settings.main_input
 
     single = False
-    if isinstance(encoded_inputs, Mapping):
+    if isinstance(encoded_inputs, ArrowBatch):
+        # Rows still in Arrow storage: their Python rows hold lists, hence first_main = [].
+        features, first_main = encoded_inputs.require(main), []
+    elif isinstance(encoded_inputs, Mapping):
         if main not in encoded_inputs:
             raise ValueError(
                 "You should supply an encoding or a list of encodings to this method that "
@@ -234,7 +237,7 @@ def pad(
     if return_tensors is None:
         return_tensors = _default_return_tensors(first_main)
 
-    batch = _native.collate(
+    batch = collate(
         features,
         [group],
         float32=return_tensors == "pt",

@@ -1,6 +1,7 @@
 //! The pyo3-free core: gathering columns, padding and stacking. `cargo test` runs it without
 //! Python; the binding layer in `rust/py` only converts Python objects to and from it.
 
+pub mod arrow;
 pub mod column;
 pub mod error;
 pub mod flatten;

@@ -1,6 +1,7 @@
 //! The binding layer: walks Python rows once (attached), hands plain columns to the core with
 //! the interpreter released, and gives the core's buffers to numpy without copying them.
 
+mod arrow;
 mod flatten;
 mod grouping;
 mod read;
@@ -334,6 +335,8 @@ fn collate<'py>(
 mod _native {
     #[pymodule_export]
     use super::collate;
+    #[pymodule_export]
+    use super::arrow::{collate_arrow, ArrowColumnHandle};
     #[pymodule_export]
     use super::flatten::flatten_batch;
     #[pymodule_export]

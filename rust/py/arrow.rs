@@ -1,0 +1,254 @@
+//! Binding for the Arrow path. An `ArrowColumn` holds numpy views of one dataset column's Arrow
+//! buffers (built once per process and kept alive by the object); `collate_arrow` gathers a
+//! batch of rows from such columns and pads it, all with the interpreter released, and returns
+//! the same zero-copy numpy arrays as `collate`.
+
+use std::collections::HashMap;
+
+use numpy::{Element, PyArray1, PyArrayMethods, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyIndexError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::core::arrow::{self, ArrowColumn, ArrowError, Bitmap, Chunk, Offsets, Values};
+use crate::core::error::CollateError;
+use crate::core::pad::{self, DType, Plan};
+
+use super::{output_to_py, parse_dtype, parse_group, to_py_err, GroupArgs};
+
+fn arrow_err(err: ArrowError) -> PyErr {
+    match err {
+        ArrowError::Collate(err) => to_py_err(err),
+        ArrowError::OutOfRange { .. } => PyIndexError::new_err(err.to_string()),
+        _ => PyValueError::new_err(err.to_string()),
+    }
+}
+
+/// One chunk as Python describes it: (rows, offsets or None, values type, values, values length,
+/// bit offset of boolean values, (validity bitmap, bit offset) or None, the same for the values).
+type ChunkArgs<'py> = (
+    usize,
+    Option<Bound<'py, PyAny>>,
+    String,
+    Bound<'py, PyAny>,
+    usize,
+    usize,
+    Option<(Bound<'py, PyAny>, usize)>,
+    Option<(Bound<'py, PyAny>, usize)>,
+);
+
+/// Borrows a read-only, contiguous, aligned 1-D numpy array of `T` for as long as `owners`
+/// holds it.
+fn borrow<T: Element>(
+    key: &str,
+    what: &str,
+    value: &Bound<'_, PyAny>,
+    owners: &mut Vec<Py<PyAny>>,
+) -> PyResult<&'static [T]> {
+    let array = value.cast::<PyArray1<T>>().map_err(|_| {
+        PyValueError::new_err(format!(
+            "'{key}': the {what} must be a 1-D numpy array of {}",
+            std::any::type_name::<T>()
+        ))
+    })?;
+    let writeable: bool = array.getattr("flags")?.getattr("writeable")?.extract()?;
+    if writeable || !array.is_c_contiguous() {
+        return Err(PyValueError::new_err(format!(
+            "'{key}': the {what} must be a read-only contiguous view of an Arrow buffer"
+        )));
+    }
+    let len = array.len();
+    if len == 0 {
+        return Ok(&[]);
+    }
+    let data = array.data();
+    if (data as usize) % std::mem::align_of::<T>() != 0 {
+        return Err(PyValueError::new_err(format!(
+            "'{key}': the {what} is not aligned for {}",
+            std::any::type_name::<T>()
+        )));
+    }
+    owners.push(array.clone().into_any().unbind());
+    // SAFETY: `data` points at `len` initialized, aligned elements of a contiguous array whose
+    // reference is now held in `owners`, which the ArrowColumn keeps for as long as it keeps the
+    // slice. The array is read-only (a view of an immutable Arrow buffer), so nothing writes to
+    // it while it is read. The 'static lifetime never leaves ArrowColumnHandle: `column()` hands
+    // it out shortened to the handle's own borrow.
+    Ok(unsafe { std::slice::from_raw_parts(data, len) })
+}
+
+fn bitmap(
+    key: &str,
+    what: &str,
+    arg: Option<(Bound<'_, PyAny>, usize)>,
+    owners: &mut Vec<Py<PyAny>>,
+) -> PyResult<Option<Bitmap<'static>>> {
+    arg.map(|(bits, offset)| {
+        Ok(Bitmap {
+            bits: borrow::<u8>(key, what, &bits, owners)?,
+            offset,
+        })
+    })
+    .transpose()
+}
+
+fn chunk(key: &str, args: ChunkArgs<'_>, owners: &mut Vec<Py<PyAny>>) -> PyResult<Chunk<'static>> {
+    let (rows, offsets, values_type, values, values_len, bit_offset, validity, value_validity) =
+        args;
+    let offsets = match offsets {
+        None => None,
+        Some(o) if o.cast::<PyArray1<i32>>().is_ok() => {
+            Some(Offsets::I32(borrow(key, "offsets", &o, owners)?))
+        }
+        Some(o) => Some(Offsets::I64(borrow(key, "offsets", &o, owners)?)),
+    };
+    let v = &values;
+    let values = match values_type.as_str() {
+        "int8" => Values::I8(borrow(key, "values", v, owners)?),
+        "int16" => Values::I16(borrow(key, "values", v, owners)?),
+        "int32" => Values::I32(borrow(key, "values", v, owners)?),
+        "int64" => Values::I64(borrow(key, "values", v, owners)?),
+        "uint8" => Values::U8(borrow(key, "values", v, owners)?),
+        "uint16" => Values::U16(borrow(key, "values", v, owners)?),
+        "uint32" => Values::U32(borrow(key, "values", v, owners)?),
+        "uint64" => Values::U64(borrow(key, "values", v, owners)?),
+        "float16" => Values::F16(borrow(key, "values", v, owners)?),
+        "float32" => Values::F32(borrow(key, "values", v, owners)?),
+        "float64" => Values::F64(borrow(key, "values", v, owners)?),
+        "bool" => Values::Bool {
+            bits: Bitmap {
+                bits: borrow(key, "values", v, owners)?,
+                offset: bit_offset,
+            },
+            len: values_len,
+        },
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "'{key}': unsupported values type '{other}'"
+            )))
+        }
+    };
+    if !matches!(values, Values::Bool { .. }) && values.len() != values_len {
+        return Err(PyValueError::new_err(format!(
+            "'{key}': {} values given, {values_len} expected",
+            values.len()
+        )));
+    }
+    let validity = bitmap(key, "validity bitmap", validity, owners)?;
+    let value_validity = bitmap(key, "values' validity bitmap", value_validity, owners)?;
+    Chunk::new(key, rows, offsets, values, validity, value_validity).map_err(arrow_err)
+}
+
+/// One dataset column's Arrow chunks, borrowed from the numpy views it holds.
+#[pyclass(frozen, name = "ArrowColumn", module = "fastcollate._native")]
+pub struct ArrowColumnHandle {
+    column: ArrowColumn<'static>,
+    /// The arrays `column` borrows from.
+    _owners: Vec<Py<PyAny>>,
+}
+
+impl ArrowColumnHandle {
+    fn column(&self) -> &ArrowColumn<'_> {
+        &self.column
+    }
+}
+
+#[pymethods]
+impl ArrowColumnHandle {
+    #[new]
+    fn new(key: String, chunks: Vec<ChunkArgs<'_>>) -> PyResult<Self> {
+        let mut owners = Vec::new();
+        let chunks = chunks
+            .into_iter()
+            .map(|args| chunk(&key, args, &mut owners))
+            .collect::<PyResult<Vec<_>>>()?;
+        let column = ArrowColumn::new(key, chunks).map_err(arrow_err)?;
+        Ok(ArrowColumnHandle {
+            column,
+            _owners: owners,
+        })
+    }
+
+    #[getter]
+    fn key(&self) -> &str {
+        self.column.key()
+    }
+
+    /// Rows over all chunks.
+    #[getter]
+    fn rows(&self) -> usize {
+        self.column.rows()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "ArrowColumn(key={:?}, rows={})",
+            self.column.key(),
+            self.column.rows()
+        )
+    }
+}
+
+/// Collates rows `indices` (dataset positions, mapped through `index_map` when given) of Arrow
+/// columns: the Arrow counterpart of `collate`, with the same groups, options and output.
+#[pyfunction]
+#[pyo3(signature = (columns, index_map, indices, groups, *, float32, allow_ragged=false, dtypes=None, keys=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn collate_arrow<'py>(
+    py: Python<'py>,
+    columns: Vec<Bound<'py, ArrowColumnHandle>>,
+    index_map: Option<Bound<'py, ArrowColumnHandle>>,
+    indices: Vec<i64>,
+    groups: Vec<GroupArgs>,
+    float32: bool,
+    allow_ragged: bool,
+    dtypes: Option<HashMap<String, String>>,
+    keys: Option<Vec<String>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let groups = groups
+        .into_iter()
+        .map(parse_group)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(to_py_err)?;
+    let dtypes = dtypes
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| parse_dtype(&v).map(|d| (k, d)))
+        .collect::<Result<HashMap<_, _>, _>>()
+        .map_err(to_py_err)?;
+    let all: Vec<&ArrowColumn<'_>> = columns.iter().map(|c| c.get().column()).collect();
+    let selected: Vec<&ArrowColumn<'_>> = match &keys {
+        None => all,
+        Some(keys) => keys
+            .iter()
+            .map(|key| {
+                all.iter().find(|c| c.key() == key).copied().ok_or_else(|| {
+                    to_py_err(CollateError::MissingKey {
+                        key: key.clone(),
+                        row: 0,
+                    })
+                })
+            })
+            .collect::<PyResult<_>>()?,
+    };
+    let index_map = index_map.as_ref().map(|m| m.get().column());
+    let plan = Plan {
+        groups,
+        float_dtype: if float32 { DType::F32 } else { DType::F64 },
+        allow_ragged,
+        dtypes,
+    };
+    let outputs = py
+        .detach(|| {
+            let gathered = arrow::gather_batch(&selected, index_map, &indices)?;
+            pad::collate(gathered, &plan).map_err(ArrowError::from)
+        })
+        .map_err(arrow_err)?;
+    // Column order, then a created attention mask: the order `collate` gives.
+    let result = PyDict::new(py);
+    for output in outputs {
+        let key = output.key.clone();
+        result.set_item(key, output_to_py(py, output)?)?;
+    }
+    Ok(result)
+}
