@@ -46,3 +46,37 @@ def flatten_batch(
     seq_idx: bool,
     cu_seq_lens: bool,
 ) -> dict[str, Any]: ...  # input_ids, labels, [position_ids], [seq_idx], [cu_seq_lens, max_length]
+
+# One Arrow array of a column: (rows, offsets (int32/int64, rows + 1) or None for one value per
+# row, values type ("int8".."uint64", "float16" as uint16 bits, "float32", "float64", "bool" as a
+# uint8 bitmap), values, number of values, bit offset of boolean values, (validity bitmap, bit
+# offset) or None, the same for the values). Arrays must be read-only views of Arrow buffers.
+ArrowChunk = tuple[
+    int,
+    np.ndarray | None,
+    str,
+    np.ndarray,
+    int,
+    int,
+    tuple[np.ndarray, int] | None,
+    tuple[np.ndarray, int] | None,
+]
+
+class ArrowColumn:
+    def __init__(self, key: str, chunks: Sequence[ArrowChunk]) -> None: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def rows(self) -> int: ...
+
+def collate_arrow(
+    columns: Sequence[ArrowColumn],
+    index_map: ArrowColumn | None,  # datasets' indices mapping (one integer per row)
+    indices: Sequence[int],  # dataset positions; negative ones count from the end
+    groups: Sequence[PadGroup],
+    *,
+    float32: bool,
+    allow_ragged: bool = False,
+    dtypes: Mapping[str, str] | None = None,
+    keys: Sequence[str] | None = None,
+) -> dict[str, np.ndarray | list[Any]]: ...
