@@ -51,7 +51,8 @@ def sequence_feature(value_type: str, list_kind: str, length: int | None = None)
 
 @st.composite
 def transformed(draw, data: dict, features: datasets.Features):
-    """`data` as a dataset of 1-3 Arrow chunks, then shuffled / selected / filtered / sorted."""
+    """`data` as a dataset of 1-3 Arrow chunks (some may be empty), then shuffled / selected /
+    filtered / sorted / flattened, once or twice in a row."""
     rows = len(next(iter(data.values())))
     cuts = sorted(draw(st.lists(st.integers(0, rows), max_size=2)))
     bounds = [0, *cuts, rows]
@@ -60,7 +61,14 @@ def transformed(draw, data: dict, features: datasets.Features):
         for a, b in zip(bounds, bounds[1:], strict=False)
     ]
     dataset = datasets.concatenate_datasets(pieces) if len(pieces) > 1 else pieces[0]
-    transform = draw(st.sampled_from(TRANSFORMS))
+    for transform in draw(st.lists(st.sampled_from(TRANSFORMS), min_size=1, max_size=2)):
+        dataset = draw(transform_once(dataset, transform))
+    return dataset
+
+
+@st.composite
+def transform_once(draw, dataset, transform):
+    rows = len(dataset)
     if transform == "shuffle":
         dataset = dataset.shuffle(seed=draw(st.integers(0, 2**16)))
     elif transform == "select":
@@ -370,8 +378,11 @@ def test_dataloader_with_fork_workers_matches_the_row_path(bert_tokenizer):
     assert_same_batches(loader_batches(ArrowBatches(dataset), collator), expected)
 
 
-def test_dataloader_with_a_spawn_worker_matches_the_row_path(bert_tokenizer):
-    dataset = imdb_like(rows=20)
+def test_dataloader_with_a_spawn_worker_matches_the_row_path(bert_tokenizer, tmp_path):
+    # Memory-mapped, as a dataset from the Hub cache is: the worker maps the file again.
+    imdb_like(rows=20).flatten_indices().save_to_disk(str(tmp_path / "mapped"))
+    dataset = datasets.load_from_disk(str(tmp_path / "mapped")).select(range(2, 19))
+    assert dataset.cache_files
     collator = fastcollate.DataCollatorWithPadding(bert_tokenizer)
     expected = loader_batches(dataset, collator)
     ours = loader_batches(

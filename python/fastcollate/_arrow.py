@@ -265,7 +265,7 @@ class ArrowBatch:
 
     def __init__(self, source: ArrowBatches, indices: Any):
         self.source = source
-        self.indices = [int(i) for i in indices]
+        self.indices = list(indices)
         self._first = None
 
     @property
