@@ -516,27 +516,44 @@ class ArrowTrainer(transformers.Trainer):
         dataset = super()._remove_unused_columns(dataset, description=description)
         return wrap_for_trainer(dataset, self.data_collator)
 
+    def _get_train_sampler(self, train_dataset=None):
+        return super()._get_train_sampler(unwrap(train_dataset))
 
-def test_trainer_dataloader_through_the_arrow_path(bert_tokenizer, tmp_path):
+
+def tiny_bert():
+    torch.manual_seed(0)
     config = transformers.BertConfig(
         vocab_size=30522, hidden_size=8, num_hidden_layers=1, num_attention_heads=1,
         intermediate_size=8,
     )
-    model = transformers.BertForSequenceClassification(config)
+    return transformers.BertForSequenceClassification(config)
+
+
+@pytest.mark.parametrize("strategy", ["random", "group_by_length"])
+def test_trainer_trains_through_the_arrow_path(bert_tokenizer, tmp_path, strategy):
+    # Text columns are removed (remove_unused_columns) before the dataset is wrapped; the
+    # batches and so the losses are those of transformers' own Trainer on the row path.
     dataset = imdb_like(rows=24).add_column("text", ["unused"] * 24)
     args = transformers.TrainingArguments(
-        output_dir=str(tmp_path), per_device_train_batch_size=4, report_to=[], use_cpu=True
+        output_dir=str(tmp_path), per_device_train_batch_size=4, report_to=[], use_cpu=True,
+        max_steps=3, logging_steps=1, save_strategy="no", train_sampling_strategy=strategy,
     )
     collator = fastcollate.DataCollatorWithPadding(bert_tokenizer)
-    batches = []
+    runs = []
     for cls in (transformers.Trainer, ArrowTrainer):
-        trainer = cls(model=model, args=args, train_dataset=dataset, data_collator=collator)
+        trainer = cls(model=tiny_bert(), args=args, train_dataset=dataset,
+                      data_collator=collator, processing_class=bert_tokenizer)
         loader = trainer.get_train_dataloader()
         assert isinstance(loader.dataset, ArrowBatches) == (cls is ArrowTrainer)
-        torch.manual_seed(0)
-        batches.append(list(loader))
-    assert isinstance(batches[1][0], transformers.BatchEncoding)
-    assert_same_batches(batches[1], batches[0])
+        torch.manual_seed(1)
+        batches = list(loader)
+        trainer.train()
+        losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+        runs.append((batches, losses))
+    (theirs, their_losses), (ours, our_losses) = runs
+    assert isinstance(ours[0], transformers.BatchEncoding)
+    assert_same_batches(ours, theirs)
+    assert len(our_losses) == 3 and our_losses == their_losses
 
 
 def test_arrow_arrays_sliced_at_every_level():
