@@ -76,7 +76,8 @@ fn parse_dtype(name: &str) -> Result<DType, CollateError> {
 }
 
 /// One key's values across the batch: numbers in `column`, unless some value was not numeric,
-/// in which case the raw Python objects are handed back as a list.
+/// in which case the raw Python objects are handed back as a list (`raw` is kept only for keys
+/// that may end up raw: padded keys are numbers or an error).
 struct Gathered<'py> {
     column: Column,
     raw: Vec<Bound<'py, PyAny>>,
@@ -91,16 +92,19 @@ fn key_string(key: &Bound<'_, PyAny>) -> PyResult<String> {
         .map(str::to_owned)
 }
 
+/// `key` is `name` as a Python string, made once per batch: a lookup then costs no string
+/// allocation and no hashing.
 fn row_value<'py>(
     row: &Bound<'py, PyAny>,
-    key: &str,
+    key: &Bound<'py, PyString>,
+    name: &str,
     index: usize,
 ) -> Result<Bound<'py, PyAny>, CollateError> {
     if let Ok(dict) = row.cast::<PyDict>() {
         return match dict.get_item(key) {
             Ok(Some(value)) => Ok(value),
             _ => Err(CollateError::MissingKey {
-                key: key.into(),
+                key: name.into(),
                 row: index,
             }),
         };
@@ -116,7 +120,7 @@ fn row_value<'py>(
         });
     }
     row.get_item(key).map_err(|_| CollateError::MissingKey {
-        key: key.into(),
+        key: name.into(),
         row: index,
     })
 }
@@ -136,8 +140,19 @@ fn add_value<'py>(
             Err(ReadError::Python(err)) => return Err(err),
         }
     }
-    gathered.raw.push(value);
+    if !gathered.padded {
+        gathered.raw.push(value);
+    }
     Ok(())
+}
+
+/// Reads a whole key at once when its values are 1-d torch tensors (see
+/// `read::read_tensor_rows`). `false`: nothing was read; read the values one by one.
+fn add_tensor_values(gathered: &mut Gathered<'_>, values: &[Bound<'_, PyAny>]) -> PyResult<bool> {
+    if !values.first().is_some_and(read::is_torch_tensor) {
+        return Ok(false);
+    }
+    read::read_tensor_rows(&mut gathered.column, values)
 }
 
 /// Walks the batch once: a list/tuple of mappings (rows), or a mapping of key -> rows.
@@ -146,11 +161,14 @@ fn gather<'py>(
     padded_keys: &[&str],
     only_keys: Option<Vec<String>>,
 ) -> PyResult<(Vec<String>, Vec<Gathered<'py>>)> {
-    let new_gathered = |key: &str, rows: usize| Gathered {
-        column: Column::with_capacity(key, rows, 0),
-        raw: Vec::with_capacity(rows),
-        is_raw: false,
-        padded: padded_keys.contains(&key),
+    let new_gathered = |key: &str, rows: usize| {
+        let padded = padded_keys.contains(&key);
+        Gathered {
+            column: Column::with_capacity(key, rows, 0),
+            raw: Vec::with_capacity(if padded { 0 } else { rows }),
+            is_raw: false,
+            padded,
+        }
     };
     let rows: Vec<Bound<'py, PyAny>> = if let Ok(list) = features.cast::<PyList>() {
         list.iter().collect()
@@ -181,8 +199,10 @@ fn gather<'py>(
                 Some(_) => {}
             }
             let mut gathered = new_gathered(&name, values.len());
-            for (row, value) in values.into_iter().enumerate() {
-                add_value(&mut gathered, value, &name, row)?;
+            if !add_tensor_values(&mut gathered, &values)? {
+                for (row, value) in values.into_iter().enumerate() {
+                    add_value(&mut gathered, value, &name, row)?;
+                }
             }
             keys.push(name);
             columns.push(gathered);
@@ -206,12 +226,41 @@ fn gather<'py>(
             .map(|key| key_string(&key?))
             .collect::<PyResult<Vec<_>>>()?,
     };
+    let py = features.py();
+    let py_keys: Vec<Bound<'py, PyString>> = keys.iter().map(|k| PyString::new(py, k)).collect();
     let mut columns: Vec<Gathered<'py>> =
         keys.iter().map(|k| new_gathered(k, rows.len())).collect();
+    // Keys whose values are torch tensors in every row (all dicts) are read first, one call into
+    // torch each. Such a key has no error to report, so errors still come in row order.
+    let mut read_already = vec![false; keys.len()];
+    for ((key, gathered), done) in py_keys.iter().zip(&mut columns).zip(&mut read_already) {
+        let first_is_tensor = first
+            .cast::<PyDict>()
+            .ok()
+            .and_then(|dict| dict.get_item(key).ok().flatten())
+            .is_some_and(|value| read::is_torch_tensor(&value));
+        if first_is_tensor {
+            let values: Option<Vec<Bound<'py, PyAny>>> = rows
+                .iter()
+                .map(|row| row.cast::<PyDict>().ok()?.get_item(key).ok().flatten())
+                .collect();
+            if let Some(values) = values {
+                *done = add_tensor_values(gathered, &values)?;
+            }
+        }
+    }
     for (index, row) in rows.iter().enumerate() {
-        for (key, gathered) in keys.iter().zip(columns.iter_mut()) {
-            let value = row_value(row, key, index).map_err(to_py_err)?;
-            add_value(gathered, value, key, index)?;
+        for (((name, key), gathered), &done) in keys
+            .iter()
+            .zip(&py_keys)
+            .zip(columns.iter_mut())
+            .zip(&read_already)
+        {
+            if done {
+                continue;
+            }
+            let value = row_value(row, key, name, index).map_err(to_py_err)?;
+            add_value(gathered, value, name, index)?;
         }
     }
     Ok((keys, columns))
