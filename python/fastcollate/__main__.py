@@ -1,0 +1,28 @@
+"""`python -m fastcollate bench ...`: see `fastcollate._bench`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fastcollate")
+    commands = parser.add_subparsers(dest="command", required=True)
+    from . import _bench
+
+    _bench.build_parser(commands.add_parser("bench", help="time fastcollate against transformers"))
+    args = parser.parse_args(argv)
+    if args.command == "bench":
+        try:
+            results, repeat = _bench.run_from_args(args)
+        except _bench.BenchError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+        print()
+        print(_bench.report(results, repeat))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
