@@ -317,15 +317,30 @@ def test_default_data_collator_arrow_equals_rows(case, return_tensors):
         assert_same_as_transformers(ours, theirs_fn, rows, must_fail=False)
 
 
-def test_token_classification_takes_the_batch_as_rows(bert_tokenizer):
-    # A collator without an Arrow path still works: the batch is a sequence of rows.
+@pytest.mark.parametrize(
+    ("make", "columns", "libraries"),
+    [
+        (lambda tok, lib: lib.DataCollatorForTokenClassification(tok), None, "both"),
+        (lambda tok, lib: lib.DataCollatorForSeq2Seq(tok), None, "both"),
+        (lambda tok, lib: lib.DataCollatorWithFlattening(), None, "both"),
+        # transformers' tokenizer.pad wants a list here, not any sequence of rows.
+        (lambda tok, lib: lib.DataCollatorForLanguageModeling(tok, mlm=False), ["input_ids"],
+         "fastcollate"),
+    ],
+    ids=["token_classification", "seq2seq", "flattening", "language_modeling"],
+)
+def test_collators_without_an_arrow_path_take_the_batch_as_rows(
+    bert_tokenizer, make, columns, libraries
+):
+    # The batch is also a sequence of rows, so a collator that iterates its features works on
+    # it unchanged (without the speed-up).
     dataset = datasets.Dataset.from_dict(
-        {"input_ids": [[101, 5, 102], [101, 102]], "labels": [[-100, 3, -100], [-100, -100]]}
+        {"input_ids": [[101, 5, 102], [101, 102], [101, 7, 8, 102]],
+         "labels": [[-100, 3, -100], [-100, -100], [1, 2, 3, 4]]}
     )
-    batch, rows = batch_of(dataset, [1, 0])
-    for cls in (fastcollate.DataCollatorForTokenClassification,
-                transformers.DataCollatorForTokenClassification):
-        assert_same_batch(cls(bert_tokenizer)(batch), cls(bert_tokenizer)(rows))
+    batch, rows = batch_of(dataset, [1, 0, 2], columns)
+    for lib in (fastcollate, transformers) if libraries == "both" else (fastcollate,):
+        assert_same_batch(make(bert_tokenizer, lib)(batch), make(bert_tokenizer, lib)(rows))
 
 
 def imdb_like(rows=64, seed=0):
