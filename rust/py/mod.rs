@@ -146,6 +146,27 @@ fn add_value<'py>(
     Ok(())
 }
 
+/// Most values a column reserves room for up front (8 MiB of int64); past that it grows.
+const MAX_RESERVED_VALUES: usize = 1 << 20;
+
+/// Reserves room for a batch of rows about as long as the first: growing a column from empty
+/// copied it a dozen times per batch.
+fn reserve_like_first_row(column: &mut Column, first_value: &Bound<'_, PyAny>, rows: usize) {
+    let length = if let Ok(list) = first_value.cast::<PyList>() {
+        list.len()
+    } else if let Ok(tuple) = first_value.cast::<PyTuple>() {
+        tuple.len()
+    } else if let Ok(array) = first_value.cast::<numpy::PyUntypedArray>() {
+        numpy::PyUntypedArrayMethods::len(array)
+    } else {
+        return;
+    };
+    let values = length.saturating_mul(rows).min(MAX_RESERVED_VALUES);
+    if column.rows() == 0 {
+        column.ints.reserve(values);
+    }
+}
+
 /// Reads a whole key at once when its values are 1-d torch tensors (see
 /// `read::read_tensor_rows`). `false`: nothing was read; read the values one by one.
 fn add_tensor_values(gathered: &mut Gathered<'_>, values: &[Bound<'_, PyAny>]) -> PyResult<bool> {
@@ -199,6 +220,9 @@ fn gather<'py>(
                 Some(_) => {}
             }
             let mut gathered = new_gathered(&name, values.len());
+            if let Some(first) = values.first() {
+                reserve_like_first_row(&mut gathered.column, first, values.len());
+            }
             if !add_tensor_values(&mut gathered, &values)? {
                 for (row, value) in values.into_iter().enumerate() {
                     add_value(&mut gathered, value, &name, row)?;
@@ -260,6 +284,9 @@ fn gather<'py>(
                 continue;
             }
             let value = row_value(row, key, name, index).map_err(to_py_err)?;
+            if index == 0 {
+                reserve_like_first_row(&mut gathered.column, &value, rows.len());
+            }
             add_value(gathered, value, name, index)?;
         }
     }

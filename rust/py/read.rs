@@ -502,6 +502,9 @@ pub fn read_tensor_rows(column: &mut Column, tensors: &[Bound<'_, PyAny>]) -> Py
     let Ok(Some((array, lengths))) = concatenate_tensors(tensors) else {
         return Ok(false);
     };
+    if column.rows() == 0 && array.dtype().kind() != b'f' {
+        column.ints.reserve(array.len());
+    }
     match read_flat_array(column, &array, Some(&lengths)) {
         Ok(read) => Ok(read),
         // Rows are closed one by one and cannot fail on a fresh column; if one did, the rows
