@@ -524,17 +524,6 @@ def test_wrap_for_trainer_only_wraps_what_it_reproduces(bert_tokenizer):
     assert not isinstance(wrap_for_trainer(dataset.with_format("torch"), ours), ArrowBatches)
 
 
-class ArrowTrainer(transformers.Trainer):
-    """The wiring fastcollate.Trainer needs (see fastcollate._arrow.wrap_for_trainer)."""
-
-    def _remove_unused_columns(self, dataset, description=None):
-        dataset = super()._remove_unused_columns(dataset, description=description)
-        return wrap_for_trainer(dataset, self.data_collator)
-
-    def _get_train_sampler(self, train_dataset=None):
-        return super()._get_train_sampler(unwrap(train_dataset))
-
-
 def tiny_bert():
     torch.manual_seed(0)
     config = transformers.BertConfig(
@@ -555,11 +544,11 @@ def test_trainer_trains_through_the_arrow_path(bert_tokenizer, tmp_path, strateg
     )
     collator = fastcollate.DataCollatorWithPadding(bert_tokenizer)
     runs = []
-    for cls in (transformers.Trainer, ArrowTrainer):
+    for cls in (transformers.Trainer, fastcollate.Trainer):
         trainer = cls(model=tiny_bert(), args=args, train_dataset=dataset,
                       data_collator=collator, processing_class=bert_tokenizer)
         loader = trainer.get_train_dataloader()
-        assert isinstance(loader.dataset, ArrowBatches) == (cls is ArrowTrainer)
+        assert isinstance(loader.dataset, ArrowBatches) == (cls is fastcollate.Trainer)
         torch.manual_seed(1)
         batches = list(loader)
         trainer.train()

@@ -10,6 +10,7 @@ import torch
 import transformers
 from transformers.trainer_utils import has_length
 
+from ._arrow import unwrap, wrap_for_trainer
 from ._collators import DataCollatorWithPadding, default_data_collator
 from ._grouping import _is_datasets_dataset, sequence_lengths
 from ._samplers import LengthGroupedSampler
@@ -50,6 +51,12 @@ class Trainer(transformers.Trainer):
         if not collator_given:
             self.data_collator = default_collator(self.processing_class)
 
+    def _remove_unused_columns(self, dataset: Any, description: Any = None) -> Any:
+        # After transformers drops the columns the model does not take, a datasets.Dataset whose
+        # columns all read from Arrow is collated straight from its buffers (same batches).
+        dataset = super()._remove_unused_columns(dataset, description=description)
+        return wrap_for_trainer(dataset, self.data_collator)
+
     def _dataset_lengths(self, dataset: Any) -> Any:
         # The same sources as transformers: the length column when the dataset has it (after
         # unused columns are removed), else the processing class's main input.
@@ -70,6 +77,7 @@ class Trainer(transformers.Trainer):
     def _get_train_sampler(self, train_dataset: Any = None) -> Any:
         if train_dataset is None:
             train_dataset = self.train_dataset
+        train_dataset = unwrap(train_dataset)
         if (
             self.args.train_sampling_strategy != "group_by_length"
             or train_dataset is None
@@ -83,6 +91,7 @@ class Trainer(transformers.Trainer):
         )
 
     def _get_eval_sampler(self, eval_dataset: Any) -> Any:
+        eval_dataset = unwrap(eval_dataset)
         if (
             self.args.train_sampling_strategy != "group_by_length"
             or eval_dataset is None
