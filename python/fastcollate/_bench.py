@@ -329,24 +329,33 @@ def _call(collate: Callable, batch: list, seeded: bool) -> Any:
     return collate(batch)
 
 
-def time_per_call(
-    collate: Callable, batches: list[list], repeat: int, min_seconds: float, seeded: bool
-) -> float:
-    """Median over `repeat` runs of the seconds per call; each run cycles over the batches for
-    at least `min_seconds` (calibrated after a warm-up pass), like timeit's autorange."""
+def time_methods(
+    methods: dict[str, Callable],
+    batches: list[list],
+    repeat: int,
+    min_seconds: float,
+    seeded: bool,
+) -> dict[str, float]:
+    """Seconds per call of each method: the median over `repeat` runs, each cycling over the
+    batches for at least `min_seconds` (calibrated after a warm-up pass, like timeit's
+    autorange). Runs of the methods take turns, so that load from elsewhere on the machine
+    weighs on all of them alike."""
     clock = time.perf_counter
-    start = clock()
-    for batch in batches:  # warm-up: caches, lazy imports, allocator
-        _call(collate, batch, seeded)
-    once = max((clock() - start) / len(batches), 1e-7)
-    calls = max(len(batches), int(min_seconds / once))
-    timings = []
-    for _ in range(repeat):
+    calls = {}
+    for name, collate in methods.items():
         start = clock()
-        for i in range(calls):
-            _call(collate, batches[i % len(batches)], seeded)
-        timings.append((clock() - start) / calls)
-    return statistics.median(timings)
+        for batch in batches:  # warm-up: caches, lazy imports, allocator
+            _call(collate, batch, seeded)
+        once = max((clock() - start) / len(batches), 1e-7)
+        calls[name] = max(len(batches), int(min_seconds / once))
+    timings: dict[str, list[float]] = {name: [] for name in methods}
+    for _ in range(repeat):
+        for name, collate in methods.items():
+            start = clock()
+            for i in range(calls[name]):
+                _call(collate, batches[i % len(batches)], seeded)
+            timings[name].append((clock() - start) / calls[name])
+    return {name: statistics.median(values) for name, values in timings.items()}
 
 
 @dataclass
@@ -433,10 +442,7 @@ def run(
                             check_same(
                                 f"{label} {name}", _call(collate, batch, case.seeded), expected
                             )
-                seconds = {
-                    name: time_per_call(collate, batches, repeat, min_seconds, case.seeded)
-                    for name, collate in methods.items()
-                }
+                seconds = time_methods(methods, batches, repeat, min_seconds, case.seeded)
                 result = Result(case.name, fmt, batch_size, seconds)
                 results.append(result)
                 if progress:
