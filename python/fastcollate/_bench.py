@@ -417,6 +417,30 @@ def run(
         known = ", ".join(c.name for c in CASES)
         raise BenchError(f"unknown case in {list(cases)}; choose from {known}")
     tokenizer = bert_tokenizer()
+    import torch
+
+    # Collators run in DataLoader workers, which torch limits to one thread each; on a shared
+    # machine, more threads also make the torch-based methods' timings erratic.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _run_cases(
+            selected, tokenizer, batch_sizes, formats, repeat, min_seconds, pool_batches, progress
+        )
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run_cases(
+    selected: list[Case],
+    tokenizer: Any,
+    batch_sizes: Sequence[int],
+    formats: Sequence[str],
+    repeat: int,
+    min_seconds: float,
+    pool_batches: int,
+    progress: Callable[[str], None] | None,
+) -> list[Result]:
     results = []
     for case in selected:
         if not case.available:
@@ -589,7 +613,8 @@ def run_from_args(args: argparse.Namespace) -> tuple[list[Result], int]:
 
 def report(results: list[Result], repeat: int) -> str:
     return (
-        f"ms per batch (median of {repeat} runs); {machine_description()}\n{format_table(results)}"
+        f"ms per batch (median of {repeat} runs; one torch thread, as in DataLoader workers)\n"
+        f"{machine_description()}\n{format_table(results)}"
     )
 
 
