@@ -152,8 +152,12 @@ class ArrowBatches:
     gives the same batches as ``DataLoader(dataset, ...)`` with the same collator, but the rows
     are never turned into Python objects: each batch is gathered and padded in Rust straight
     from the Arrow buffers. `fastcollate`'s `pad`, `DataCollatorWithPadding`,
-    `default_data_collator` and `DefaultDataCollator` take this path; other collators get the
-    rows as usual from `ArrowBatch.rows()` or by iterating the batch.
+    `default_data_collator` and `DefaultDataCollator` take this path, and so do its
+    `DataCollatorForTokenClassification`, `DataCollatorForSeq2Seq`,
+    `DataCollatorWithFlattening` and `DataCollatorForLanguageModeling` (falling back to the
+    rows only where those might differ: seq2seq labels with nulls, flattening of float ids or
+    of a batch the row path rejects); other collators get the rows as usual from
+    `ArrowBatch.rows()` or by iterating the batch.
 
     `columns` are the columns a row holds, in that order; by default every column of numbers
     or flat lists of numbers that the dataset's format shows, in the dataset's order, which

@@ -1,6 +1,9 @@
 """Drop-ins for the rest of transformers' collator family, on the Rust core:
 DataCollatorForTokenClassification, DataCollatorForSeq2Seq, DataCollatorWithFlattening and
-DataCollatorForLanguageModeling. Same names, fields and outputs as transformers 5.x."""
+DataCollatorForLanguageModeling. Same names, fields and outputs as transformers 5.x.
+
+Each also collates an `ArrowBatch` (a batch of `fastcollate.ArrowBatches`) straight from the
+dataset's Arrow buffers, giving exactly what the same rows give on the row path."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import _native
+from ._arrow import ArrowBatch, collate
 from ._collators import DefaultDataCollator
 from ._padding import PadSettings, main_group, pad, padding_strategy, resolve_padding
 from ._tensors import batch_encoding, convert, is_torch_tensor, torch_module
@@ -30,8 +34,13 @@ def _framework(return_tensors: Any) -> str:
     return value
 
 
-def _rows(features: Any, main_input: str) -> list:
-    """The batch as a list of mappings whose first row holds the main input."""
+def _rows(features: Any, main_input: str) -> Any:
+    """The batch as a list of mappings whose first row holds the main input, or an ArrowBatch
+    (left in Arrow storage) that has the main input's column."""
+    if isinstance(features, ArrowBatch):
+        if not len(features):
+            raise ValueError("cannot collate an empty batch: no rows were given")
+        return features.require(main_input)
     if isinstance(features, Mapping) or isinstance(features, (str, bytes)):
         raise TypeError("a collator takes a list of rows (mappings of feature names to values)")
     if not isinstance(features, (list, tuple)):
@@ -49,6 +58,23 @@ def _rows(features: Any, main_input: str) -> list:
             f"includes {main_input}, but you provided {list(first.keys())}"
         )
     return features
+
+
+def _first_keys(features: Any) -> Any:
+    """What `key in first` looks at: the first row, or an ArrowBatch's columns (its rows)."""
+    return features.columns if isinstance(features, ArrowBatch) else features[0]
+
+
+def _has_nulls(batch: ArrowBatch, column: str) -> bool:
+    """Whether `column` of the batch's dataset holds a null anywhere (None in a row)."""
+    return batch.source.dataset.data.table.column(column).null_count > 0
+
+
+def _overrides(collator: Any, cls: type, methods: tuple) -> bool:
+    """Whether `collator`'s class replaces one of `cls`'s `methods` (which take the batch): a
+    subclass that does may expect a list of rows, so it is not handed ArrowBatches."""
+    kind = type(collator)
+    return any(getattr(kind, name) is not getattr(cls, name) for name in methods)
 
 
 def _padded_with_labels(
@@ -71,7 +97,7 @@ def _padded_with_labels(
     if label_follower is not None:
         group = (*group[:6], [*group[6], label_follower], group[7])
     groups = [group] if label_group is None else [group, label_group]
-    native = _native.collate(
+    native = collate(
         features,
         groups,
         float32=return_tensors == "pt",
@@ -97,6 +123,15 @@ class DataCollatorForTokenClassification:
     label_pad_token_id: int = -100
     return_tensors: str = "pt"
 
+    @property
+    def accepts_arrow_batches(self) -> bool:
+        """ArrowBatches are collated natively (see `fastcollate.ArrowBatches`)."""
+        return not _overrides(
+            self,
+            DataCollatorForTokenClassification,
+            ("__call__", "torch_call", "numpy_call", "_collate"),
+        )
+
     def __call__(self, features, return_tensors=None):
         if return_tensors is None:
             return_tensors = self.return_tensors
@@ -111,7 +146,7 @@ class DataCollatorForTokenClassification:
     def _collate(self, features, return_tensors: str):
         settings = PadSettings.resolve(self.tokenizer)
         features = _rows(features, settings.main_input)
-        first = features[0]
+        first = _first_keys(features)
         label_name = "label" if "label" in first else "labels"
         if label_name not in first:
             return pad(
@@ -158,16 +193,27 @@ class DataCollatorForSeq2Seq:
     label_pad_token_id: int = -100
     return_tensors: str = "pt"
 
+    @property
+    def accepts_arrow_batches(self) -> bool:
+        """ArrowBatches are collated natively (see `fastcollate.ArrowBatches`)."""
+        return not _overrides(self, DataCollatorForSeq2Seq, ("__call__",))
+
     def __call__(self, features, return_tensors=None):
         if return_tensors is None:
             return_tensors = self.return_tensors
         return_tensors = _framework(return_tensors)
         settings = PadSettings.resolve(self.tokenizer)
         features = _rows(features, settings.main_input)
-        first = features[0]
+        first = _first_keys(features)
         label_name = "label" if "label" in first else "labels"
+        arrow = isinstance(features, ArrowBatch)
+        if arrow and label_name in first and _has_nulls(features, label_name):
+            # None labels mean "no labels" (or, mixed with labels, an error naming the row):
+            # such a dataset goes to the row path, which decides.
+            features, arrow = features.rows(), False
+            first = features[0]
         has_labels = label_name in first
-        if has_labels and first[label_name] is None:
+        if has_labels and not arrow and first[label_name] is None:
             # {"labels": None} in every row means no labels (a mix is an error, naming the row).
             has_labels = any(row.get(label_name) is not None for row in features)
         # transformers pads without the label key; its padded labels then become "labels"
@@ -254,6 +300,11 @@ class DataCollatorWithFlattening(DefaultDataCollator):
         self.return_seq_idx = return_seq_idx
         self.position_ids_start = position_ids_start
 
+    @property
+    def accepts_arrow_batches(self) -> bool:
+        """ArrowBatches are collated natively (see `fastcollate.ArrowBatches`)."""
+        return not _overrides(self, DataCollatorWithFlattening, ("__call__",))
+
     def __call__(self, features, return_tensors=None, separator_id=None):
         if return_tensors is None:
             return_tensors = self.return_tensors
@@ -265,15 +316,21 @@ class DataCollatorWithFlattening(DefaultDataCollator):
                 f'return_tensors must be one of ("pt", "np"), {return_tensors=} not supported'
             )
         features = _rows(features, "input_ids")
-        packed = _native.flatten_batch(
-            features,
-            labels="labels" in features[0],
-            separator_id=separator_id,
-            position_ids_start=self.position_ids_start,
-            position_ids=bool(self.return_position_ids),
-            seq_idx=bool(self.return_seq_idx),
-            cu_seq_lens=bool(self.return_flash_attn_kwargs),
-        )
+        options = {
+            "labels": "labels" in _first_keys(features),
+            "separator_id": separator_id,
+            "position_ids_start": self.position_ids_start,
+            "position_ids": bool(self.return_position_ids),
+            "seq_idx": bool(self.return_seq_idx),
+            "cu_seq_lens": bool(self.return_flash_attn_kwargs),
+        }
+        packed = None
+        if isinstance(features, ArrowBatch):
+            packed = _flatten_arrow(features, **options)
+            if packed is None:
+                features = features.rows()
+        if packed is None:
+            packed = _native.flatten_batch(features, **options)
         batch: dict[str, Any] = {"input_ids": packed["input_ids"], "labels": packed["labels"]}
         for key in ("position_ids", "seq_idx"):
             if key in packed:
@@ -288,6 +345,91 @@ class DataCollatorWithFlattening(DefaultDataCollator):
         if "max_length" in packed:
             batch["max_length_q"] = batch["max_length_k"] = packed["max_length"]
         return batch
+
+
+_INT64_MAX = 2**63 - 1
+_INT32_MAX = 2**31 - 1
+# Attention-mask keys for the padded input_ids / labels: no column can hold these names.
+_IDS_MASK, _LABELS_MASK = "\0input_ids", "\0labels"
+
+
+def _is_int64(value: Any) -> bool:
+    return type(value) is int and -_INT64_MAX - 1 <= value <= _INT64_MAX
+
+
+def _flatten_arrow(
+    batch: ArrowBatch,
+    *,
+    labels: bool,
+    separator_id: Any,
+    position_ids_start: Any,
+    position_ids: bool,
+    seq_idx: bool,
+    cu_seq_lens: bool,
+) -> dict | None:
+    """What `_native.flatten_batch` gives for the batch's rows, read from Arrow: the sequences
+    are padded (right, int64) in one native call and packed from there with numpy. None where
+    the row path might not give the same: an error (its message is the row path's to give),
+    float values (truncated there), empty sequences, labels whose lengths differ from the
+    inputs', sizes that overflow, or options that are not plain ints."""
+    import pyarrow as pa
+
+    if not (_is_int64(separator_id) and _is_int64(position_ids_start)):
+        return None
+    schema = batch.source.dataset.data.table.schema
+    keys = ["input_ids", "labels"] if labels else ["input_ids"]
+    for key in keys:
+        # Lists of integers or bools (the Arrow path reads no other lists).
+        value_type = getattr(schema.field(key).type, "value_type", None)
+        if value_type is None or not (
+            pa.types.is_integer(value_type) or pa.types.is_boolean(value_type)
+        ):
+            return None
+    groups = [("input_ids", 0, "longest", None, None, False, [], _IDS_MASK)]
+    if labels:
+        groups.append(("labels", 0, "longest", None, None, False, [], _LABELS_MASK))
+    try:
+        native = batch.collate(
+            groups, float32=False, dtypes=dict.fromkeys(keys, "int64"), keys=keys
+        )
+    except (ValueError, TypeError, IndexError, OverflowError):
+        return None
+    mask = native[_IDS_MASK].astype(bool)
+    lengths = mask.sum(axis=1)
+    if lengths.size == 0 or not lengths.all():
+        return None
+    label_mask = None
+    if labels:
+        label_mask = native[_LABELS_MASK].astype(bool)
+        if not np.array_equal(label_mask.sum(axis=1), lengths):
+            return None
+    total = int(lengths.sum())
+    max_length = int(lengths.max())
+    if (cu_seq_lens and total > _INT32_MAX) or (
+        position_ids and position_ids_start + max_length > _INT64_MAX
+    ):
+        return None
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    starts = offsets[:-1]
+    input_ids = native["input_ids"][mask]
+    label_values = native["labels"][label_mask] if labels else input_ids.copy()
+    label_values[starts] = separator_id
+    packed: dict[str, Any] = {
+        "input_ids": input_ids.reshape(1, total),
+        "labels": label_values.reshape(1, total),
+    }
+    if position_ids:
+        positions = np.arange(total, dtype=np.int64) - np.repeat(starts, lengths)
+        positions += position_ids_start
+        packed["position_ids"] = positions.reshape(1, total)
+    if seq_idx:
+        rows = np.arange(len(lengths), dtype=np.int32)
+        packed["seq_idx"] = np.repeat(rows, lengths).reshape(1, total)
+    if cu_seq_lens:
+        packed["cu_seq_lens"] = offsets.astype(np.int32)
+        packed["max_length"] = max_length
+    return packed
 
 
 # --- Language modeling -------------------------------------------------------------------------
@@ -580,6 +722,15 @@ class DataCollatorForLanguageModeling:
         self.random_replace_prob = float(self.random_replace_prob)
         self.generator = None
 
+    @property
+    def accepts_arrow_batches(self) -> bool:
+        """ArrowBatches are collated natively (see `fastcollate.ArrowBatches`)."""
+        return not _overrides(
+            self,
+            DataCollatorForLanguageModeling,
+            ("__call__", "torch_call", "numpy_call", "_collate"),
+        )
+
     def __call__(self, features, return_tensors=None):
         if return_tensors is None:
             return_tensors = self.return_tensors
@@ -611,11 +762,13 @@ class DataCollatorForLanguageModeling:
             self.create_rng()
         if isinstance(examples, Mapping):
             raise TypeError("a collator takes a list of rows, not a mapping")
-        if not isinstance(examples, (list, tuple)):
+        arrow = isinstance(examples, ArrowBatch)
+        if not isinstance(examples, (list, tuple)) and not arrow:
             examples = list(examples)
-        if not examples:
+        if not len(examples):
             raise ValueError("cannot collate an empty batch: no rows were given")
-        if isinstance(examples[0], Mapping):
+        # An ArrowBatch's rows are mappings; pad() reads them from Arrow.
+        if arrow or isinstance(examples[0], Mapping):
             batch = pad(
                 examples,
                 self.tokenizer,
