@@ -90,17 +90,27 @@ def longer_than_max_length(rows, options, tokenizer):
     return any(len(r["input_ids"]) > limit for r in rows)
 
 
+PADDED_KEYS = ("input_ids", "token_type_ids", "special_tokens_mask")
+
+
 def ragged_without_padding(rows, options):
-    """Rows of different lengths left unpadded cannot form a tensor. transformers raises, builds
-    an object array, or (torch rows whose first row is empty) silently returns a (B, 0) tensor
-    that drops the data; fastcollate raises."""
-    if options["padding"] not in (False, "do_not_pad"):
-        return False
+    """Rows of different lengths under a key left unpadded cannot form a tensor. transformers
+    raises, builds an object array, or (when the first row is empty) silently returns a (B, 0)
+    tensor that drops the data; fastcollate raises."""
     first = rows[0]["input_ids"]
     return_tensors = options["return_tensors"]
     if return_tensors is None and isinstance(first, (np.ndarray, torch.Tensor)):
         return_tensors = "tensor"
-    return return_tensors is not None and len({len(r["input_ids"]) for r in rows}) > 1
+    if return_tensors is None:
+        return False
+    padded = () if options["padding"] in (False, "do_not_pad") else PADDED_KEYS
+    if options.get("return_attention_mask") is not False and padded:
+        padded += ("attention_mask",)
+    return any(
+        len({len(r[key]) for r in rows}) > 1
+        for key in rows[0]
+        if key not in padded and key != "label"
+    )
 
 
 def tuples_to_lists(rows):
