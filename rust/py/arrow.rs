@@ -12,9 +12,9 @@ use pyo3::types::PyDict;
 
 use crate::core::arrow::{self, ArrowColumn, ArrowError, Bitmap, Chunk, Offsets, Values};
 use crate::core::error::CollateError;
-use crate::core::pad::{self, DType, Plan};
+use crate::core::pad;
 
-use super::{output_to_py, parse_dtype, parse_group, to_py_err, GroupArgs};
+use super::{build_plan, output_to_py, to_py_err, GroupArgs};
 
 fn arrow_err(err: ArrowError) -> PyErr {
     match err {
@@ -205,17 +205,7 @@ pub fn collate_arrow<'py>(
     dtypes: Option<HashMap<String, String>>,
     keys: Option<Vec<String>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let groups = groups
-        .into_iter()
-        .map(parse_group)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(to_py_err)?;
-    let dtypes = dtypes
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(k, v)| parse_dtype(&v).map(|d| (k, d)))
-        .collect::<Result<HashMap<_, _>, _>>()
-        .map_err(to_py_err)?;
+    let plan = build_plan(groups, float32, allow_ragged, dtypes)?;
     let all: Vec<&ArrowColumn<'_>> = columns.iter().map(|c| c.get().column()).collect();
     let selected: Vec<&ArrowColumn<'_>> = match &keys {
         None => all,
@@ -232,12 +222,6 @@ pub fn collate_arrow<'py>(
             .collect::<PyResult<_>>()?,
     };
     let index_map = index_map.as_ref().map(|m| m.get().column());
-    let plan = Plan {
-        groups,
-        float_dtype: if float32 { DType::F32 } else { DType::F64 },
-        allow_ragged,
-        dtypes,
-    };
     let outputs = py
         .detach(|| {
             let gathered = arrow::gather_batch(&selected, index_map, &indices)?;

@@ -332,6 +332,32 @@ fn output_to_py<'py>(py: Python<'py>, output: Output) -> PyResult<Bound<'py, PyA
     }
 }
 
+/// The core's plan from the arguments both `collate` and `collate_arrow` take.
+pub(crate) fn build_plan(
+    groups: Vec<GroupArgs>,
+    float32: bool,
+    allow_ragged: bool,
+    dtypes: Option<HashMap<String, String>>,
+) -> PyResult<Plan> {
+    let groups = groups
+        .into_iter()
+        .map(parse_group)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(to_py_err)?;
+    let dtypes = dtypes
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| parse_dtype(&v).map(|d| (k, d)))
+        .collect::<Result<HashMap<_, _>, _>>()
+        .map_err(to_py_err)?;
+    Ok(Plan {
+        groups,
+        float_dtype: if float32 { DType::F32 } else { DType::F64 },
+        allow_ragged,
+        dtypes,
+    })
+}
+
 /// Collates a batch: gathers every key of the first row (attached), pads the groups and stacks
 /// the rest (detached), and returns an ordered dict of numpy arrays. Keys whose values are not
 /// numbers come back as lists of the original objects, for the caller to handle.
@@ -346,30 +372,14 @@ fn collate<'py>(
     dtypes: Option<HashMap<String, String>>,
     keys: Option<Vec<String>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let groups = groups
-        .into_iter()
-        .map(parse_group)
-        .collect::<Result<Vec<_>, _>>();
-    let groups = groups.map_err(to_py_err)?;
-    let dtypes = dtypes
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(k, v)| parse_dtype(&v).map(|d| (k, d)))
-        .collect::<Result<HashMap<_, _>, _>>()
-        .map_err(to_py_err)?;
+    let plan = build_plan(groups, float32, allow_ragged, dtypes)?;
     let mut padded_keys: Vec<&str> = Vec::new();
-    for group in &groups {
+    for group in &plan.groups {
         padded_keys.push(&group.lead);
         padded_keys.extend(group.followers.iter().map(|f| f.key.as_str()));
         padded_keys.extend(group.attention_mask.as_deref());
     }
     let (keys, gathered) = gather(features, &padded_keys, keys)?;
-    let plan = Plan {
-        groups,
-        float_dtype: if float32 { DType::F32 } else { DType::F64 },
-        allow_ragged,
-        dtypes,
-    };
     let mut numeric = Vec::new();
     let mut raw = HashMap::new();
     for (key, g) in keys.iter().zip(gathered) {
@@ -410,9 +420,9 @@ fn collate<'py>(
 #[pymodule(gil_used = false)]
 mod _native {
     #[pymodule_export]
-    use super::collate;
-    #[pymodule_export]
     use super::arrow::{collate_arrow, ArrowColumnHandle};
+    #[pymodule_export]
+    use super::collate;
     #[pymodule_export]
     use super::flatten::flatten_batch;
     #[pymodule_export]
