@@ -22,14 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.prog = "benches/bench_collate.py"
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
     args = parser.parse_args(argv)
-    try:
-        results, repeat = _bench.run_from_args(args)
-    except _bench.BenchError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    print()
-    print(_bench.report(results, repeat))
-    if args.json:
+    code, results, repeat = _bench.run_and_print(args)
+    if code == 0 and args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(
                 {
@@ -40,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
                 f,
                 indent=2,
             )
-    return 0
+    return code
 
 
 if __name__ == "__main__":

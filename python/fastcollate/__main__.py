@@ -14,13 +14,7 @@ def main(argv: list[str] | None = None) -> int:
     _bench.build_parser(commands.add_parser("bench", help="time fastcollate against transformers"))
     args = parser.parse_args(argv)
     if args.command == "bench":
-        try:
-            results, repeat = _bench.run_from_args(args)
-        except _bench.BenchError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 1
-        print()
-        print(_bench.report(results, repeat))
+        return _bench.run_and_print(args)[0]
     return 0
 
 

@@ -628,3 +628,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print(report(results, repeat))
     return 0
+
+
+def run_and_print(args: argparse.Namespace) -> tuple[int, list[Result], int]:
+    """Runs the benchmark and prints its table: (exit code, results, repeats). A BenchError
+    (debug build, outputs that differ from transformers) is printed and gives exit code 1."""
+    try:
+        results, repeat = run_from_args(args)
+    except BenchError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1, [], 0
+    print()
+    print(report(results, repeat))
+    return 0, results, repeat
