@@ -70,11 +70,23 @@ def _has_nulls(batch: ArrowBatch, column: str) -> bool:
     return batch.source.dataset.data.table.column(column).null_count > 0
 
 
-def _overrides(collator: Any, cls: type, methods: tuple) -> bool:
-    """Whether `collator`'s class replaces one of `cls`'s `methods` (which take the batch): a
-    subclass that does may expect a list of rows, so it is not handed ArrowBatches."""
-    kind = type(collator)
-    return any(getattr(kind, name) is not getattr(cls, name) for name in methods)
+class _TakesArrowBatches:
+    """Collators that read an ArrowBatch natively (see `fastcollate.ArrowBatches`). A user
+    subclass that replaces one of `_batch_methods` (which receive the batch) may expect a list of
+    rows, so it is not handed ArrowBatches."""
+
+    _batch_methods = ("__call__",)
+    _arrow_class: type
+
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        if _TakesArrowBatches in cls.__bases__:
+            cls._arrow_class = cls
+
+    @property
+    def accepts_arrow_batches(self) -> bool:
+        kind, base = type(self), self._arrow_class
+        return all(getattr(kind, name) is getattr(base, name) for name in self._batch_methods)
 
 
 def _padded_with_labels(
@@ -108,7 +120,7 @@ def _padded_with_labels(
 
 
 @dataclass
-class DataCollatorForTokenClassification:
+class DataCollatorForTokenClassification(_TakesArrowBatches):
     """Same fields and output as `transformers.DataCollatorForTokenClassification`: pads the
     inputs with the tokenizer's settings and `labels` (or `label`) to the padded input length
     with `label_pad_token_id`, on the tokenizer's padding side.
@@ -123,14 +135,7 @@ class DataCollatorForTokenClassification:
     label_pad_token_id: int = -100
     return_tensors: str = "pt"
 
-    @property
-    def accepts_arrow_batches(self) -> bool:
-        """ArrowBatches are collated natively (see `fastcollate.ArrowBatches`)."""
-        return not _overrides(
-            self,
-            DataCollatorForTokenClassification,
-            ("__call__", "torch_call", "numpy_call", "_collate"),
-        )
+    _batch_methods = ("__call__", "torch_call", "numpy_call", "_collate")
 
     def __call__(self, features, return_tensors=None):
         if return_tensors is None:
@@ -173,7 +178,7 @@ class DataCollatorForTokenClassification:
 
 
 @dataclass
-class DataCollatorForSeq2Seq:
+class DataCollatorForSeq2Seq(_TakesArrowBatches):
     """Same fields and output as `transformers.DataCollatorForSeq2Seq`: pads the inputs with the
     tokenizer's settings and the labels separately with `label_pad_token_id` (to the longest
     label, or `max_length` with padding="max_length", rounded up to `pad_to_multiple_of`, on
@@ -193,10 +198,6 @@ class DataCollatorForSeq2Seq:
     label_pad_token_id: int = -100
     return_tensors: str = "pt"
 
-    @property
-    def accepts_arrow_batches(self) -> bool:
-        """ArrowBatches are collated natively (see `fastcollate.ArrowBatches`)."""
-        return not _overrides(self, DataCollatorForSeq2Seq, ("__call__",))
 
     def __call__(self, features, return_tensors=None):
         if return_tensors is None:
@@ -272,7 +273,7 @@ class DataCollatorForSeq2Seq:
 
 
 @dataclass
-class DataCollatorWithFlattening(DefaultDataCollator):
+class DataCollatorWithFlattening(_TakesArrowBatches, DefaultDataCollator):
     """Same arguments and output as `transformers.DataCollatorWithFlattening`: packs the batch
     into one `[1, total_tokens]` row in one Rust pass — `input_ids`, `labels` (each sequence's
     first label set to `separator_id`; the rows' own `labels` when they have them, else
@@ -300,10 +301,6 @@ class DataCollatorWithFlattening(DefaultDataCollator):
         self.return_seq_idx = return_seq_idx
         self.position_ids_start = position_ids_start
 
-    @property
-    def accepts_arrow_batches(self) -> bool:
-        """ArrowBatches are collated natively (see `fastcollate.ArrowBatches`)."""
-        return not _overrides(self, DataCollatorWithFlattening, ("__call__",))
 
     def __call__(self, features, return_tensors=None, separator_id=None):
         if return_tensors is None:
@@ -658,7 +655,7 @@ def _collate_sequences(examples: list, tokenizer: Any, pad_to_multiple_of, retur
 
 
 @dataclass
-class DataCollatorForLanguageModeling:
+class DataCollatorForLanguageModeling(_TakesArrowBatches):
     """Same fields and output as `transformers.DataCollatorForLanguageModeling`. Padding runs on
     the Rust core; masking is transformers' own code (called with this collator), so under the
     same seed (`seed=`, or the global torch / numpy RNG) masks and labels are identical. The
@@ -722,14 +719,7 @@ class DataCollatorForLanguageModeling:
         self.random_replace_prob = float(self.random_replace_prob)
         self.generator = None
 
-    @property
-    def accepts_arrow_batches(self) -> bool:
-        """ArrowBatches are collated natively (see `fastcollate.ArrowBatches`)."""
-        return not _overrides(
-            self,
-            DataCollatorForLanguageModeling,
-            ("__call__", "torch_call", "numpy_call", "_collate"),
-        )
+    _batch_methods = ("__call__", "torch_call", "numpy_call", "_collate")
 
     def __call__(self, features, return_tensors=None):
         if return_tensors is None:
