@@ -5,3 +5,7 @@ pub mod core;
 
 #[cfg(feature = "python")]
 mod py;
+
+#[cfg(feature = "python")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
