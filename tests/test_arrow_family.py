@@ -260,23 +260,6 @@ def test_token_classification_arrow_equals_rows_and_transformers(bert_tokenizer,
 # --- DataCollatorForSeq2Seq ---------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def t5_model():
-    """A tiny randomly initialised T5 (no download) for decoder_input_ids."""
-    config = transformers.T5Config(
-        vocab_size=64,
-        d_model=8,
-        d_ff=16,
-        num_layers=1,
-        num_decoder_layers=1,
-        num_heads=1,
-        d_kv=4,
-        decoder_start_token_id=0,
-        pad_token_id=0,
-    )
-    return transformers.T5ForConditionalGeneration(config)
-
-
 @st.composite
 def seq2seq_case(draw):
     options = draw(padding_options)

@@ -42,23 +42,6 @@ def tokenizers(model_path):
     }
 
 
-@pytest.fixture(scope="module")
-def t5_model():
-    """A tiny randomly initialised T5 (no download) for decoder_input_ids."""
-    config = transformers.T5Config(
-        vocab_size=64,
-        d_model=8,
-        d_ff=16,
-        num_layers=1,
-        num_decoder_layers=1,
-        num_heads=1,
-        d_kv=4,
-        decoder_start_token_id=0,
-        pad_token_id=0,
-    )
-    return transformers.T5ForConditionalGeneration(config)
-
-
 def to_format(values, fmt, dtype=np.int64):
     if fmt == "list":
         return list(values)
