@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from . import _native
+from ._rows import missing_main_input
 
 __all__ = ["ArrowBatch", "ArrowBatches", "collate", "wrap_for_trainer"]
 
@@ -299,10 +300,7 @@ class ArrowBatch:
     def require(self, key: str) -> ArrowBatch:
         """Raises the error `pad` raises for rows without `key`."""
         if key not in self.source.columns:
-            raise ValueError(
-                "You should supply an encoding or a list of encodings to this method that "
-                f"includes {key}, but you provided {list(self.source.columns)}"
-            )
+            raise missing_main_input(key, self.source.columns)
         return self
 
     def collate(

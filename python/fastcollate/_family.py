@@ -19,6 +19,7 @@ from . import _native
 from ._arrow import ArrowBatch, collate
 from ._collators import DefaultDataCollator
 from ._padding import PadSettings, main_group, pad, padding_strategy, resolve_padding
+from ._rows import first_row
 from ._tensors import batch_encoding, convert, is_torch_tensor, torch_module
 
 FRAMEWORKS = ("pt", "np")
@@ -45,18 +46,7 @@ def _rows(features: Any, main_input: str) -> Any:
         raise TypeError("a collator takes a list of rows (mappings of feature names to values)")
     if not isinstance(features, (list, tuple)):
         features = list(features)
-    if not features:
-        raise ValueError("cannot collate an empty batch: no rows were given")
-    first = features[0]
-    if not isinstance(first, Mapping):
-        raise TypeError(
-            f"row 0 is a {type(first).__name__}, not a mapping of feature names to values"
-        )
-    if main_input not in first:
-        raise ValueError(
-            "You should supply an encoding or a list of encodings to this method that "
-            f"includes {main_input}, but you provided {list(first.keys())}"
-        )
+    first_row(features, main_input, "collate")
     return features
 
 

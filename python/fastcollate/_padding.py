@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ._arrow import ArrowBatch, collate
+from ._rows import first_row, missing_main_input
 from ._tensors import batch_encoding, check_return_tensors, convert, is_torch_tensor
 
 # transformers' PreTrainedTokenizerBase defaults, used when no tokenizer is given.
@@ -204,10 +205,7 @@ def pad(
         features, first_main = encoded_inputs.require(main), []
     elif isinstance(encoded_inputs, Mapping):
         if main not in encoded_inputs:
-            raise ValueError(
-                "You should supply an encoding or a list of encodings to this method that "
-                f"includes {main}, but you provided {list(encoded_inputs.keys())}"
-            )
+            raise missing_main_input(main, encoded_inputs.keys())
         main_value = encoded_inputs[main]
         single = _is_single_example(main_value)
         features: Any = (
@@ -215,20 +213,8 @@ def pad(
         )
         first_main = main_value if single else _first_value(main_value)
     elif isinstance(encoded_inputs, (list, tuple)):
-        if not encoded_inputs:
-            raise ValueError("cannot pad an empty batch: no rows were given")
-        first = encoded_inputs[0]
-        if not isinstance(first, Mapping):
-            raise TypeError(
-                f"row 0 is a {type(first).__name__}, not a mapping of feature names to values"
-            )
-        if main not in first:
-            raise ValueError(
-                "You should supply an encoding or a list of encodings to this method that "
-                f"includes {main}, but you provided {list(first.keys())}"
-            )
         features = encoded_inputs
-        first_main = first[main]
+        first_main = first_row(encoded_inputs, main, "pad")[main]
     else:
         raise TypeError(
             "pad() takes a list of mappings, a mapping of lists or one example, not "

@@ -1,0 +1,29 @@
+"""Checks on a batch of rows shared by every entry point, with transformers' messages."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+
+def missing_main_input(main_input: str, keys: Iterable[str]) -> ValueError:
+    """The error `tokenizer.pad` raises when the main input is absent."""
+    return ValueError(
+        "You should supply an encoding or a list of encodings to this method that "
+        f"includes {main_input}, but you provided {list(keys)}"
+    )
+
+
+def first_row(rows: Sequence[Any], main_input: str, action: str) -> Mapping:
+    """Row 0 of a list of rows, after checking the batch is not empty, row 0 is a mapping and
+    it holds the main input. `action` ("pad", "collate") goes into the empty-batch message."""
+    if not rows:
+        raise ValueError(f"cannot {action} an empty batch: no rows were given")
+    first = rows[0]
+    if not isinstance(first, Mapping):
+        raise TypeError(
+            f"row 0 is a {type(first).__name__}, not a mapping of feature names to values"
+        )
+    if main_input not in first:
+        raise missing_main_input(main_input, first.keys())
+    return first
