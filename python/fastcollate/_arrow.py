@@ -23,7 +23,7 @@ import numpy as np
 from . import _native
 from ._rows import missing_main_input
 
-__all__ = ["ArrowBatch", "ArrowBatches", "collate", "wrap_for_trainer"]
+__all__ = ["ArrowBatch", "ArrowBatches", "wrap_for_trainer"]
 
 
 def _value_type(arrow_type: Any) -> str | None:
@@ -332,25 +332,11 @@ class ArrowBatch:
         return f"ArrowBatch(indices={self.indices}, columns={self.source.columns})"
 
 
-def collate(features: Any, groups: list, **options: Any) -> dict:
-    """`_native.collate`, or its Arrow counterpart when `features` is an ArrowBatch."""
-    if isinstance(features, ArrowBatch):
-        return features.collate(groups, **options)
-    return _native.collate(features, groups, **options)
-
-
 def accepts_arrow_batches(data_collator: Any) -> bool:
-    """Whether `data_collator` collates an ArrowBatch natively: fastcollate's padding collators,
-    or any object that says so with an `accepts_arrow_batches = True` attribute."""
-    if getattr(data_collator, "accepts_arrow_batches", False) is True:
-        return True
-    from ._collators import DataCollatorWithPadding, DefaultDataCollator, default_data_collator
-
-    # Exact types: a subclass may override __call__ and expect a list of rows.
-    return data_collator is default_data_collator or type(data_collator) in (
-        DataCollatorWithPadding,
-        DefaultDataCollator,
-    )
+    """Whether `data_collator` collates an ArrowBatch natively: fastcollate's collators say so
+    with an `accepts_arrow_batches = True` attribute (false for subclasses that override how
+    a batch is read), and so may any other object."""
+    return getattr(data_collator, "accepts_arrow_batches", False) is True
 
 
 def wrap_for_trainer(dataset: Any, data_collator: Any) -> Any:

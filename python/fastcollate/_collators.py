@@ -9,9 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from ._arrow import collate
+from ._arrow import ArrowBatch
+from ._native_collate import collate
 from ._padding import pad
-from ._tensors import check_return_tensors, convert, is_torch_tensor, torch_module
+from ._promotion import UNKNOWN, native_dtype, stacked_dtype
+from ._tensors import check_return_tensors, convert, is_torch_tensor
 
 
 @dataclass
@@ -24,6 +26,11 @@ class DataCollatorWithPadding:
     max_length: int | None = None
     pad_to_multiple_of: int | None = None
     return_tensors: str = "pt"
+
+    @property
+    def accepts_arrow_batches(self) -> bool:
+        """True unless a subclass replaces `__call__` (it may expect a list of rows)."""
+        return type(self).__call__ is DataCollatorWithPadding.__call__
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         batch = pad(
@@ -47,28 +54,78 @@ def _is_integer(value: Any) -> bool:
 
 def _label_dtype(first_label: Any) -> str:
     if isinstance(first_label, np.ndarray) or is_torch_tensor(first_label):
+        if first_label.ndim != 0 and first_label.size != 1:
+            raise ValueError(
+                "'label' in row 0 holds more than one value; use 'label_ids' (or 'labels') "
+                "for a sequence of labels"
+            )
         first_label = first_label.item()
     return "int64" if _is_integer(first_label) else "float32"
+
+
+def _rows_as_list(features: Any) -> list:
+    """The rows as a list (a numpy object array or a tuple of rows, too), each a mapping; a
+    non-mapping first row makes every row go through `vars()`, as in transformers."""
+    if isinstance(features, ArrowBatch):
+        return features
+    if isinstance(features, Mapping) or isinstance(features, (str, bytes)):
+        raise TypeError("default_data_collator takes a list of rows, not a mapping")
+    try:
+        features = list(features)
+    except TypeError as err:
+        raise TypeError(f"default_data_collator takes a list of rows: {err}") from None
+    if not features:
+        raise ValueError("cannot collate an empty batch: no rows were given")
+    if not isinstance(features[0], Mapping):
+        try:
+            features = [vars(f) for f in features]
+        except TypeError:
+            raise TypeError(
+                f"row 0 is a {type(features[0]).__name__}, not a mapping of feature names to "
+                "values (or an object with attributes)"
+            ) from None
+    for index, row in enumerate(features):
+        if not isinstance(row, Mapping):
+            raise TypeError(
+                f"row {index} is a {type(row).__name__}, not a mapping of feature names to values"
+            )
+    return features
+
+
+def _key_values(features: Any, key: str) -> list:
+    values = []
+    for index, row in enumerate(features):
+        if key not in row:
+            raise ValueError(
+                f"row {index} has no key '{key}', which the first row has; every row of a "
+                "batch needs the same keys"
+            )
+        values.append(row[key])
+    return values
 
 
 def default_data_collator(features: list[Any], return_tensors: str = "pt") -> dict[str, Any]:
     """Same output as `transformers.default_data_collator`: stacks every key of the first
     feature (skipping None and str values), `label` (int -> int64, float -> float32) and
-    `label_ids` become `labels`. No padding: rows of different lengths raise a ValueError that
-    names the key and row."""
+    `label_ids` become `labels`. Each key gets the dtype transformers' construction infers
+    from all rows (see `_promotion`), produced without a lossy conversion: a batch whose dtype
+    cannot be produced exactly (complex, uint64 above int64, ...) raises. No padding: rows of
+    different lengths raise a ValueError that names the key and row."""
     return_tensors = check_return_tensors(return_tensors)
     if return_tensors is None:
         # transformers returns None here; a collator that returns nothing is a bug to report.
         raise ValueError("default_data_collator needs return_tensors='pt' or 'np'")
-    if not features:
+    features = _rows_as_list(features)
+    if not len(features):
         raise ValueError("cannot collate an empty batch: no rows were given")
-    if not isinstance(features[0], Mapping):
-        features = [vars(f) for f in features]
     first = features[0]
     pt = return_tensors == "pt"
+    # Rows read from Arrow hold plain Python values, typed alike in every row: row 0 tells.
+    arrow = isinstance(features, ArrowBatch)
 
     keys: list[str] = []
     dtypes: dict[str, str] = {}
+    final: dict[str, Any] = {}
     label_key = None
     if "label" in first and first["label"] is not None:
         label_key = "label"
@@ -76,38 +133,47 @@ def default_data_collator(features: list[Any], return_tensors: str = "pt") -> di
     elif "label_ids" in first and first["label_ids"] is not None:
         label_key = "label_ids"
         first_ids = first["label_ids"]
-        # transformers stacks arrays of its own framework (keeping their dtype); anything else
-        # gets int64 / float32 from the first element (a 0-d tensor counts as not an int).
+        # transformers stacks arrays of its own framework (promoting their dtypes); anything
+        # else gets int64 / float32 from the first element (a 0-d tensor counts as not an int).
         native = is_torch_tensor(first_ids) if pt else isinstance(first_ids, np.ndarray)
         if not native:
-            dtypes["label_ids"] = "int64" if _is_integer(first_ids[0]) else "float32"
+            try:
+                first_id = first_ids[0]
+            except (TypeError, IndexError, KeyError):
+                raise ValueError(
+                    "'label_ids' in row 0 is not a non-empty sequence; its first element "
+                    "decides the labels' dtype"
+                ) from None
+            dtypes["label_ids"] = "int64" if _is_integer(first_id) else "float32"
     if label_key is not None:
         keys.append(label_key)
     for key, value in first.items():
         if key not in ("label", "label_ids") and value is not None and not isinstance(value, str):
             keys.append(key)
-
-    native = collate(features, [], float32=pt, dtypes=dtypes, keys=keys)
-    out = convert(native, return_tensors)
-    # Rows that are numpy arrays / tensors keep their dtype (np.stack / torch.stack do).
     for key in keys:
         if key in dtypes:
             continue
-        value = first[key]
-        if isinstance(value, np.ndarray):
-            if pt:
-                out[key] = out[key].to(torch_module().from_numpy(value[:0]).dtype)
-            elif out[key].dtype != value.dtype:
-                out[key] = out[key].astype(value.dtype)
-        elif isinstance(value, (list, tuple)) and out[key].numel() == 0 if pt else (
-            isinstance(value, (list, tuple)) and out[key].size == 0
-        ):
-            # np.array([[]]) is float64 and torch.tensor([[]]) float32: no value to infer from.
-            out[key] = out[key].float() if pt else out[key].astype(np.float64)
-        elif is_torch_tensor(value):
-            out[key] = out[key].to(value.dtype) if pt else out[key].astype(
-                torch_module().empty(0, dtype=value.dtype).numpy().dtype
+        values = [first[key]] if arrow else _key_values(features, key)
+        dtype = stacked_dtype(values, return_tensors, first[key])
+        request = native_dtype(dtype) if dtype is not UNKNOWN else None
+        if dtype is not UNKNOWN and request is None:
+            raise TypeError(
+                f"'{key}' would be stacked as {dtype}, which fastcollate does not produce; "
+                "convert it to a real or integer dtype"
             )
+        if request is not None:
+            dtypes[key] = request
+            final[key] = dtype
+
+    native = collate(features, [], float32=pt, dtypes=dtypes, keys=keys)
+    out = convert(native, return_tensors)
+    for key, dtype in final.items():
+        value = out[key]
+        if pt:
+            if value.dtype != dtype:
+                out[key] = value.to(dtype)
+        elif value.dtype != dtype:
+            out[key] = value.astype(dtype)
     if label_key is not None:
         labels = out.pop(label_key)
         out = {"labels": labels, **out}
@@ -121,7 +187,16 @@ class DefaultDataCollator:
 
     return_tensors: str = "pt"
 
+    @property
+    def accepts_arrow_batches(self) -> bool:
+        """True unless a subclass replaces `__call__` (it may expect a list of rows)."""
+        return type(self).__call__ is DefaultDataCollator.__call__
+
     def __call__(self, features: list[dict[str, Any]], return_tensors=None) -> dict[str, Any]:
         if return_tensors is None:
             return_tensors = self.return_tensors
         return default_data_collator(features, return_tensors)
+
+
+# Takes fastcollate.ArrowBatch batches (see _arrow.accepts_arrow_batches).
+default_data_collator.accepts_arrow_batches = True  # type: ignore[attr-defined]

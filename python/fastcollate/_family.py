@@ -16,9 +16,11 @@ from typing import Any
 import numpy as np
 
 from . import _native
-from ._arrow import ArrowBatch, collate
+from ._arrow import ArrowBatch
 from ._collators import DefaultDataCollator
+from ._native_collate import collate
 from ._padding import PadSettings, main_group, pad, padding_strategy, resolve_padding
+from ._patch import original
 from ._rows import first_row
 from ._tensors import batch_encoding, convert, is_torch_tensor, torch_module
 
@@ -430,7 +432,8 @@ def _masking_impl():
     else the copy below."""
     if not _MASKING:
         try:
-            from transformers.data.data_collator import DataCollatorForLanguageModeling as impl
+            # transformers' own class even while patch_transformers() has replaced the name.
+            impl = original("transformers.data.data_collator", "DataCollatorForLanguageModeling")
         except ImportError:  # pragma: no cover - depends on the environment
             impl = _Masking
         _MASKING.append(impl)

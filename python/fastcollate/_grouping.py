@@ -111,6 +111,13 @@ def grouped_indices_array(
         if isinstance(mega_batch_mult, bool):
             raise TypeError("mega_batch_mult must be an integer, not a bool")
         mega_batch_mult = operator.index(mega_batch_mult)
+    # A mega-batch that holds every row is one group however large it is: sizes past the row
+    # count give the same indices, so they are clamped before the Rust core's int64 arithmetic.
+    rows = max(len(lengths), 1)
+    if mega_batch_mult is None:
+        batch_size = min(batch_size, rows)
+    elif mega_batch_mult >= 1 and batch_size * mega_batch_mult >= rows:
+        batch_size, mega_batch_mult = rows, 1
     torch = torch_module()
     permutation = torch.randperm(len(lengths), generator=generator).numpy()
     return _native.group_by_length(lengths, permutation, batch_size, mega_batch_mult)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ._arrow import ArrowBatch, collate
+from ._arrow import ArrowBatch
+from ._native_collate import collate
 from ._rows import first_row, missing_main_input
 from ._tensors import batch_encoding, check_return_tensors, convert, is_torch_tensor
 
@@ -28,6 +30,7 @@ class PadSettings:
     padding_side: str
     model_input_names: tuple[str, ...]
     model_max_length: int
+    without_tokenizer: bool = False
 
     @classmethod
     def resolve(
@@ -58,7 +61,14 @@ class PadSettings:
         names = tuple(model_input_names or DEFAULT_MODEL_INPUT_NAMES)
         if not names:
             raise ValueError("model_input_names must name at least the main input")
-        return cls(pad_token_id, pad_token_type_id, padding_side, names, model_max_length)
+        return cls(
+            pad_token_id,
+            pad_token_type_id,
+            padding_side,
+            names,
+            model_max_length,
+            without_tokenizer=tokenizer is None,
+        )
 
     @property
     def main_input(self) -> str:
@@ -80,6 +90,28 @@ def padding_strategy(padding: Any) -> str:
     return value
 
 
+_INT64 = (-(2**63), 2**63 - 1)
+# The largest length an output can have (numpy and the Rust core index with a signed size).
+MAX_SIZE = sys.maxsize
+
+
+def checked_int(name: str, value: Any, low: int, high: int) -> int:
+    """`value` as an int in [low, high]: a TypeError for a non-integer (bools included), a
+    ValueError naming the option when out of range (instead of an OverflowError from deep
+    inside)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, not {type(value).__name__}")
+    value = int(value)
+    if not low <= value <= high:
+        raise ValueError(f"{name}={value} is out of range: it must be in [{low}, {high}]")
+    return value
+
+
+def checked_pad_id(name: str, value: Any) -> int:
+    """A pad value for an int64 output."""
+    return checked_int(name, value, *_INT64)
+
+
 def resolve_padding(
     settings: PadSettings, padding: Any, max_length: int | None
 ) -> tuple[str, int | None]:
@@ -92,20 +124,34 @@ def resolve_padding(
         else:
             max_length = settings.model_max_length
     if strategy != "do_not_pad" and (settings.pad_token_id is None or settings.pad_token_id < 0):
+        if settings.without_tokenizer:
+            raise ValueError(
+                "pass pad_token_id= to fastcollate.pad: without a tokenizer there is no pad "
+                "token to pad with"
+            )
         raise ValueError(
             "Asking to pad but the tokenizer does not have a padding token. Please select a "
             "token to use as `pad_token` `(tokenizer.pad_token = tokenizer.eos_token e.g.)` or "
             "add a new pad token via `tokenizer.add_special_tokens({'pad_token': '[PAD]'})` "
             "(or pass pad_token_id= to fastcollate.pad)."
         )
-    if pad_to_multiple_of_invalid(max_length):
-        raise ValueError(f"max_length must be a non-negative integer, not {max_length!r}")
+    if max_length is not None:
+        if pad_to_multiple_of_invalid(max_length):
+            raise ValueError(f"max_length must be a non-negative integer, not {max_length!r}")
+        if strategy != "max_length":
+            max_length = None  # transformers ignores it then
+        elif max_length > MAX_SIZE:
+            raise ValueError(
+                f"max_length={max_length} is larger than any array can be; check max_length"
+            )
     return strategy, max_length
 
 
 def pad_to_multiple_of_invalid(value: Any) -> bool:
     return value is not None and (
-        isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0
+        isinstance(value, (bool, np.bool_))
+        or not isinstance(value, (int, np.integer))
+        or value < 0
     )
 
 
@@ -122,15 +168,21 @@ def main_group(
         raise ValueError(
             f"pad_to_multiple_of must be a positive integer, not {pad_to_multiple_of!r}"
         )
+    if strategy == "do_not_pad":
+        pad_to_multiple_of = None  # transformers ignores it then
+    elif pad_to_multiple_of is not None and pad_to_multiple_of > MAX_SIZE:
+        raise ValueError(
+            f"pad_to_multiple_of={pad_to_multiple_of} is larger than any array can be"
+        )
     if return_attention_mask is None:
         return_attention_mask = "attention_mask" in settings.model_input_names
     followers = [
-        ("token_type_ids", settings.pad_token_type_id, True),
+        ("token_type_ids", checked_pad_id("pad_token_type_id", settings.pad_token_type_id), True),
         ("special_tokens_mask", 1, True),
     ]
     return (
         settings.main_input,
-        settings.pad_token_id if settings.pad_token_id is not None else 0,
+        checked_pad_id("pad_token_id", settings.pad_token_id or 0),
         strategy,
         max_length,
         pad_to_multiple_of,
@@ -184,9 +236,15 @@ def pad(
     pad_token_id: int | None = None,
     pad_token_type_id: int = 0,
     model_input_names: Sequence[str] | None = None,
+    verbose: bool = True,
 ):
     """Pads a batch (list of mappings, or mapping of lists) or one example, like
-    `tokenizer.pad(...)`, with the same result. See the README for what differs."""
+    `tokenizer.pad(...)`, with the same result. See the README for what differs.
+
+    Without a tokenizer, `pad_token_id=` gives the pad value (and `pad_token_type_id=`,
+    `model_input_names=` the rest of what a tokenizer would). `verbose` is accepted as
+    `tokenizer.pad` accepts it; fastcollate prints no warnings either way."""
+    del verbose
     settings = PadSettings.resolve(
         tokenizer,
         pad_token_id=pad_token_id,

@@ -2,7 +2,10 @@
 //!
 //! The binding layer fills a column while it walks the Python rows; the padding functions read
 //! it with the interpreter released. Values are kept as i64 until a float shows up (bools count
-//! as integers but are remembered, so an all-bool column can come back as bool).
+//! as integers but are remembered, so an all-bool column can come back as bool). Once floats
+//! arrive, integers that f64 cannot hold exactly (beyond 2**53) are also kept aside, exact, so
+//! an integer output still gets them unchanged and a float output rounds them once, from the
+//! integer, as numpy and torch do.
 
 use crate::core::error::{CollateError, Result};
 
@@ -29,6 +32,8 @@ pub struct Column {
     pub shape: Option<Shape>,
     pub ints: Vec<i64>,
     pub floats: Vec<f64>,
+    /// In a float column: (index into `floats`, value) of every integer whose f64 is inexact.
+    pub exact_ints: Vec<(usize, i64)>,
     /// `offsets[r]..offsets[r + 1]` are row r's values; `offsets.len() == rows + 1`.
     pub offsets: Vec<usize>,
 }
@@ -47,6 +52,7 @@ impl Column {
             shape: None,
             ints: Vec::with_capacity(values),
             floats: Vec::new(),
+            exact_ints: Vec::new(),
             offsets,
         }
     }
@@ -72,8 +78,11 @@ impl Column {
             None => self.kind = Some(kind),
             Some(current) if kind > current => {
                 if kind == Kind::Float {
-                    self.floats = self.ints.iter().map(|&v| v as f64).collect();
-                    self.ints = Vec::new();
+                    let ints = std::mem::take(&mut self.ints);
+                    self.floats.reserve(ints.len());
+                    for value in ints {
+                        self.push_int_as_float(value);
+                    }
                 }
                 self.kind = Some(kind);
             }
@@ -81,10 +90,20 @@ impl Column {
         }
     }
 
+    /// Appends an integer to a float column, remembering it when f64 rounds it.
+    fn push_int_as_float(&mut self, value: i64) {
+        let float = value as f64;
+        // 2**63 is the one f64 that `as i64` saturates from, so it cannot prove a round trip.
+        if float >= 9_223_372_036_854_775_808.0 || float as i64 != value {
+            self.exact_ints.push((self.floats.len(), value));
+        }
+        self.floats.push(float);
+    }
+
     pub fn push_int(&mut self, value: i64) {
         self.promote(Kind::Int);
         if self.is_float() {
-            self.floats.push(value as f64);
+            self.push_int_as_float(value);
         } else {
             self.ints.push(value);
         }
@@ -108,7 +127,9 @@ impl Column {
     pub fn extend_ints(&mut self, values: impl IntoIterator<Item = i64>) {
         self.promote(Kind::Int);
         if self.is_float() {
-            self.floats.extend(values.into_iter().map(|v| v as f64));
+            for value in values {
+                self.push_int_as_float(value);
+            }
         } else {
             self.ints.extend(values);
         }
@@ -156,6 +177,89 @@ impl Column {
         let start = *self.offsets.last().unwrap_or(&0);
         self.ints.truncate(start.min(self.ints.len()));
         self.floats.truncate(start.min(self.floats.len()));
+        let floats = self.floats.len();
+        self.exact_ints.retain(|&(index, _)| index < floats);
+    }
+
+    /// The column's values as int64, as `torch.tensor(values, dtype=torch.int64)` makes them:
+    /// floats truncate toward zero, integers are kept exact. NaN, infinities and floats outside
+    /// int64 are an error naming the row (torch and numpy raise there too).
+    pub fn to_ints(&self) -> Result<Vec<i64>> {
+        if !self.is_float() {
+            let mut out = Vec::new();
+            out.try_reserve_exact(self.ints.len())
+                .map_err(|_| self.too_large(self.ints.len()))?;
+            out.extend_from_slice(&self.ints);
+            return Ok(out);
+        }
+        let mut out = Vec::new();
+        out.try_reserve_exact(self.floats.len())
+            .map_err(|_| self.too_large(self.floats.len()))?;
+        for (index, &value) in self.floats.iter().enumerate() {
+            // -2**63 is exact in f64; 2**63 is not an int64.
+            if !(-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&value) {
+                if self.exact_ints.iter().any(|&(i, _)| i == index) {
+                    out.push(0);
+                    continue;
+                }
+                return Err(CollateError::NotAnInteger {
+                    key: self.key.clone(),
+                    row: self.row_of(index),
+                    value: value.to_string(),
+                });
+            }
+            out.push(value as i64);
+        }
+        for &(index, value) in &self.exact_ints {
+            out[index] = value;
+        }
+        Ok(out)
+    }
+
+    /// The column's values as f64 (integers rounded once).
+    pub fn to_floats(&self) -> Result<Vec<f64>> {
+        let len = self.floats.len().max(self.ints.len());
+        let mut out = Vec::new();
+        out.try_reserve_exact(len)
+            .map_err(|_| self.too_large(len))?;
+        if self.is_float() {
+            out.extend_from_slice(&self.floats);
+        } else {
+            out.extend(self.ints.iter().map(|&v| v as f64));
+        }
+        Ok(out)
+    }
+
+    /// The column's values as f32, each rounded once from its exact value (an integer is not
+    /// rounded to f64 first: that could round twice and differ from numpy and torch).
+    pub fn to_f32s(&self) -> Result<Vec<f32>> {
+        let len = self.floats.len().max(self.ints.len());
+        let mut out = Vec::new();
+        out.try_reserve_exact(len)
+            .map_err(|_| self.too_large(len))?;
+        if self.is_float() {
+            out.extend(self.floats.iter().map(|&v| v as f32));
+            for &(index, value) in &self.exact_ints {
+                out[index] = value as f32;
+            }
+        } else {
+            out.extend(self.ints.iter().map(|&v| v as f32));
+        }
+        Ok(out)
+    }
+
+    /// The row that holds value `index`.
+    pub fn row_of(&self, index: usize) -> usize {
+        self.offsets
+            .partition_point(|&offset| offset <= index)
+            .saturating_sub(1)
+    }
+
+    fn too_large(&self, values: usize) -> CollateError {
+        CollateError::OutOfMemory {
+            key: self.key.clone(),
+            bytes: values.saturating_mul(8),
+        }
     }
 
     /// The kind the output gets; an all-empty column is an int column, as transformers makes it.

@@ -50,8 +50,42 @@ pub enum CollateError {
         length: usize,
         max_length: usize,
     },
+    /// A float (NaN, an infinity, or beyond int64) where an integer output needs an integer.
+    NotAnInteger {
+        key: String,
+        row: usize,
+        value: String,
+    },
+    /// An output whose size cannot exist: `rows` × `length` values overflow the address space.
+    OutputTooLarge {
+        key: String,
+        rows: usize,
+        length: usize,
+    },
+    /// An allocation of `bytes` for `key` failed (raised as MemoryError, as Python does).
+    OutOfMemory { key: String, bytes: usize },
     /// A bad option (unknown padding strategy or side, zero multiple, ...).
     InvalidOption(String),
+}
+
+/// The Python exception class a [`CollateError`] becomes; the binding layer maps each to the
+/// built-in of that name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    Type,
+    Value,
+    Memory,
+}
+
+impl CollateError {
+    pub fn class(&self) -> ErrorClass {
+        use CollateError::*;
+        match self {
+            NotANumber { .. } | NotAMapping { .. } => ErrorClass::Type,
+            OutOfMemory { .. } => ErrorClass::Memory,
+            _ => ErrorClass::Value,
+        }
+    }
 }
 
 impl fmt::Display for CollateError {
@@ -127,6 +161,21 @@ impl fmt::Display for CollateError {
                 "'{key}' in row {row} has length {length}, longer than max_length={max_length}; \
                  padding never truncates: truncate when tokenizing (truncation=True, \
                  max_length={max_length}) or raise max_length"
+            ),
+            NotAnInteger { key, row, value } => write!(
+                f,
+                "'{key}' in row {row} holds {value}, which cannot become an integer; the output \
+                 of '{key}' is int64"
+            ),
+            OutputTooLarge { key, rows, length } => write!(
+                f,
+                "'{key}' would be padded to {length} positions in each of {rows} rows, more \
+                 than memory can address; check max_length and pad_to_multiple_of"
+            ),
+            OutOfMemory { key, bytes } => write!(
+                f,
+                "not enough memory for '{key}': {bytes} bytes were needed; check max_length \
+                 and pad_to_multiple_of"
             ),
             InvalidOption(message) => write!(f, "{message}"),
         }

@@ -42,7 +42,7 @@ fn into_ints(column: Column) -> Result<(Vec<i64>, Vec<usize>)> {
         )));
     }
     let values = if column.kind == Some(Kind::Float) {
-        column.floats.iter().map(|&v| v as i64).collect()
+        column.to_ints()?
     } else {
         column.ints
     };

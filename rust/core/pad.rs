@@ -115,9 +115,41 @@ pub fn round_up(length: usize, multiple: Option<usize>) -> Result<usize> {
         Some(0) => Err(CollateError::InvalidOption(
             "pad_to_multiple_of must be a positive integer, not 0".into(),
         )),
-        Some(m) if length % m == 0 => Ok(length),
-        Some(m) => Ok((length / m + 1) * m),
+        Some(m) => length.checked_next_multiple_of(m).ok_or_else(|| {
+            CollateError::InvalidOption(format!(
+                "pad_to_multiple_of={m} rounds a length of {length} past the largest possible \
+                 size"
+            ))
+        }),
     }
+}
+
+/// The number of values of a `rows × length` output of `T`, checked: an output that cannot
+/// exist (more bytes than the address space) is an error naming the key and the length.
+pub fn output_size<T>(key: &str, rows: usize, length: usize) -> Result<usize> {
+    rows.checked_mul(length)
+        .filter(|&n| {
+            n.checked_mul(std::mem::size_of::<T>().max(1))
+                .is_some_and(|bytes| bytes <= isize::MAX as usize)
+        })
+        .ok_or_else(|| CollateError::OutputTooLarge {
+            key: key.into(),
+            rows,
+            length,
+        })
+}
+
+/// A vector of `n` copies of `value`, or an error (MemoryError in Python) when the allocation
+/// fails, instead of the abort `vec![value; n]` gives.
+pub fn try_filled<T: Copy>(key: &str, n: usize, value: T) -> Result<Vec<T>> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(n)
+        .map_err(|_| CollateError::OutOfMemory {
+            key: key.into(),
+            bytes: n.saturating_mul(std::mem::size_of::<T>()),
+        })?;
+    out.resize(n, value);
+    Ok(out)
 }
 
 /// The length every row of a group is padded to, or None for do_not_pad.
@@ -133,7 +165,18 @@ pub fn target_length(
         Strategy::MaxLength(max_length) => max_length,
     };
     // The limit is the rounded length, as in transformers' `_pad`.
-    let target = round_up(target, pad_to_multiple_of)?;
+    let target = round_up(target, pad_to_multiple_of).map_err(|err| match err {
+        CollateError::InvalidOption(_) if pad_to_multiple_of != Some(0) => {
+            CollateError::OutputTooLarge {
+                key: lead.into(),
+                rows: lengths.len(),
+                length: target,
+            }
+        }
+        other => other,
+    })?;
+    // Checked before anything is allocated (every padded key has the lead's shape).
+    output_size::<i64>(lead, lengths.len(), target)?;
     if let Some((row, &length)) = lengths.iter().enumerate().find(|(_, &l)| l > target) {
         return Err(CollateError::TooLong {
             key: lead.into(),
@@ -146,15 +189,33 @@ pub fn target_length(
 }
 
 /// Copies ragged rows into one `rows × target` buffer prefilled with `pad`.
-pub fn fill<T: Copy>(values: &[T], offsets: &[usize], target: usize, pad: T, left: bool) -> Vec<T> {
+pub fn fill<T: Copy>(
+    key: &str,
+    values: &[T],
+    offsets: &[usize],
+    target: usize,
+    pad: T,
+    left: bool,
+) -> Result<Vec<T>> {
     let rows = offsets.len().saturating_sub(1);
-    let mut out = vec![pad; rows * target];
+    let mut out = try_filled(key, output_size::<T>(key, rows, target)?, pad)?;
     for (row, dst) in out.chunks_exact_mut(target.max(1)).take(rows).enumerate() {
-        let src = &values[offsets[row]..offsets[row + 1]];
-        let start = if left { target - src.len() } else { 0 };
+        let src = offsets
+            .get(row..row + 2)
+            .and_then(|w| values.get(w[0]..w[1]))
+            .unwrap_or_default();
+        let Some(padding) = target.checked_sub(src.len()) else {
+            return Err(CollateError::TooLong {
+                key: key.into(),
+                row,
+                length: src.len(),
+                max_length: target,
+            });
+        };
+        let start = if left { padding } else { 0 };
         dst[start..start + src.len()].copy_from_slice(src);
     }
-    out
+    Ok(out)
 }
 
 fn uniform_length(column: &Column) -> Result<Option<usize>> {
@@ -194,7 +255,7 @@ fn materialize(
     target: Option<usize>,
     pad: i64,
     left: bool,
-) -> (Data, Layout) {
+) -> Result<(Data, Layout)> {
     let rows = column.rows();
     let offsets = &column.offsets;
     let layout = match (column.shape, target) {
@@ -204,54 +265,53 @@ fn materialize(
             offsets: offsets.clone(),
         },
     };
-    let width = target.unwrap_or(0);
-    let is_float = column.kind == Some(Kind::Float);
-    let place = |flat: Vec<i64>| -> Vec<i64> {
-        match target {
-            Some(t) if column.shape != Some(Shape::Scalar) => fill(&flat, offsets, t, pad, left),
-            _ => flat,
-        }
+    let width = match target {
+        Some(t) if column.shape != Some(Shape::Scalar) => Some(t),
+        _ => None,
     };
+    let key = column.key.as_str();
+    let is_float = column.kind == Some(Kind::Float);
     let data = match dtype {
-        DType::I64 if !is_float && target.is_some() && column.shape != Some(Shape::Scalar) => {
-            Data::I64(fill(&column.ints, offsets, width, pad, left))
-        }
-        DType::I64 if !is_float => Data::I64(column.ints.clone()),
+        // The common case, padded straight from the gathered ints.
+        DType::I64 if !is_float => match width {
+            Some(t) => Data::I64(fill(key, &column.ints, offsets, t, pad, left)?),
+            None => Data::I64(column.to_ints()?),
+        },
         // Float values forced to int64 truncate toward zero, as torch.tensor(dtype=long) does.
-        DType::I64 => Data::I64(place(column.floats.iter().map(|&v| v as i64).collect())),
+        DType::I64 => {
+            let flat = column.to_ints()?;
+            match width {
+                Some(t) => Data::I64(fill(key, &flat, offsets, t, pad, left)?),
+                None => Data::I64(flat),
+            }
+        }
         DType::Bool => {
             let flat: Vec<bool> = if is_float {
                 column.floats.iter().map(|&v| v != 0.0).collect()
             } else {
                 column.ints.iter().map(|&v| v != 0).collect()
             };
-            match target {
-                Some(t) if column.shape != Some(Shape::Scalar) => {
-                    Data::Bool(fill(&flat, offsets, t, pad != 0, left))
-                }
-                _ => Data::Bool(flat),
+            match width {
+                Some(t) => Data::Bool(fill(key, &flat, offsets, t, pad != 0, left)?),
+                None => Data::Bool(flat),
             }
         }
-        DType::F32 | DType::F64 => {
-            let flat: Vec<f64> = if is_float {
-                column.floats.clone()
-            } else {
-                column.ints.iter().map(|&v| v as f64).collect()
-            };
-            let flat = match target {
-                Some(t) if column.shape != Some(Shape::Scalar) => {
-                    fill(&flat, offsets, t, pad as f64, left)
-                }
-                _ => flat,
-            };
-            if dtype == DType::F32 {
-                Data::F32(flat.into_iter().map(|v| v as f32).collect())
-            } else {
-                Data::F64(flat)
+        DType::F32 => {
+            let flat = column.to_f32s()?;
+            match width {
+                Some(t) => Data::F32(fill(key, &flat, offsets, t, pad as f32, left)?),
+                None => Data::F32(flat),
+            }
+        }
+        DType::F64 => {
+            let flat = column.to_floats()?;
+            match width {
+                Some(t) => Data::F64(fill(key, &flat, offsets, t, pad as f64, left)?),
+                None => Data::F64(flat),
             }
         }
     };
-    (data, layout)
+    Ok((data, layout))
 }
 
 fn ones_like_lengths(key: &str, lengths: &[usize]) -> Column {
@@ -275,6 +335,12 @@ pub fn collate(mut columns: Vec<Column>, plan: &Plan) -> Result<Vec<Output>> {
         .ok_or(CollateError::EmptyBatch)?;
     if rows == 0 {
         return Err(CollateError::EmptyBatch);
+    }
+    if let Some(column) = columns.iter().find(|c| c.rows() != rows) {
+        return Err(CollateError::MissingKey {
+            key: column.key.clone(),
+            row: column.rows().min(rows),
+        });
     }
     // key -> (target, pad value, left, padded at all)
     let mut padding: HashMap<String, (Option<usize>, i64, bool)> = HashMap::new();
@@ -377,7 +443,7 @@ pub fn collate(mut columns: Vec<Column>, plan: &Plan) -> Result<Vec<Output>> {
         let lengths = column.lengths();
         let padded = target.is_some_and(|t| lengths.iter().any(|&l| l != t));
         let dtype = output_dtype(plan, &column.key, column.output_kind(), padded);
-        let (data, layout) = materialize(column, dtype, target, pad_value, left);
+        let (data, layout) = materialize(column, dtype, target, pad_value, left)?;
         outputs.push(Output {
             key: column.key.clone(),
             data,
@@ -591,5 +657,85 @@ mod tests {
         assert_eq!(round_up(5, Some(4)).unwrap(), 8);
         assert_eq!(round_up(8, Some(4)).unwrap(), 8);
         assert!(round_up(8, Some(0)).is_err());
+        assert!(round_up(usize::MAX - 1, Some(usize::MAX)).is_err());
+    }
+
+    #[test]
+    fn impossible_sizes_are_errors_not_panics() {
+        let cols = || vec![seq_column("input_ids", &[&[1, 2, 3], &[1], &[2]])];
+        for strategy in [
+            Strategy::MaxLength(usize::MAX),
+            Strategy::MaxLength(1 << 63),
+            Strategy::MaxLength(1 << 62),
+        ] {
+            let err = collate(cols(), &plan(vec![group(strategy, false)])).unwrap_err();
+            assert!(
+                matches!(err, CollateError::OutputTooLarge { ref key, rows: 3, .. } if key == "input_ids"),
+                "{err:?}"
+            );
+        }
+        let mut g = group(Strategy::Longest, false);
+        g.pad_to_multiple_of = Some(1 << 63);
+        let err = collate(cols(), &plan(vec![g])).unwrap_err();
+        assert!(
+            matches!(err, CollateError::OutputTooLarge { .. }),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn failed_allocation_is_an_error() {
+        // 2**45 int64 values: more than any machine here can allocate.
+        let cols = vec![seq_column("input_ids", &[&[1, 2, 3]])];
+        let err = collate(
+            cols,
+            &plan(vec![group(Strategy::MaxLength(1 << 45), false)]),
+        );
+        assert!(
+            matches!(err, Err(CollateError::OutOfMemory { ref key, .. }) if key == "input_ids"),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn nan_and_infinity_never_become_integers() {
+        for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1e19, -1e30] {
+            let mut f = Column::new("labels");
+            f.push_int(1);
+            f.end_row(Shape::Scalar).unwrap();
+            f.push_float(bad);
+            f.end_row(Shape::Scalar).unwrap();
+            let mut p = plan(vec![]);
+            p.dtypes.insert("labels".into(), DType::I64);
+            let err = collate(vec![f], &p).unwrap_err();
+            assert!(
+                matches!(err, CollateError::NotAnInteger { row: 1, .. }),
+                "{bad}: {err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn large_ints_stay_exact_beside_floats() {
+        let big = (1_i64 << 53) + 1;
+        let mut c = Column::new("x");
+        c.extend_ints([big, i64::MAX, i64::MIN]);
+        c.end_row(Shape::Sequence).unwrap();
+        c.extend_floats([0.5, -2.5, 3.0]);
+        c.end_row(Shape::Sequence).unwrap();
+        let mut p = plan(vec![]);
+        p.dtypes.insert("x".into(), DType::I64);
+        let out = collate(vec![c.clone()], &p).unwrap();
+        assert_eq!(
+            out[0].data,
+            Data::I64(vec![big, i64::MAX, i64::MIN, 0, -2, 3])
+        );
+        // f32 from the integer itself, not from its f64 rounding.
+        let out = collate(vec![c], &plan(vec![])).unwrap();
+        let Data::F32(values) = &out[0].data else {
+            panic!("not f32")
+        };
+        assert_eq!(values[0], big as f32);
+        assert_eq!(values[1], i64::MAX as f32);
     }
 }

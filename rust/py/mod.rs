@@ -10,21 +10,20 @@ use std::collections::HashMap;
 
 use numpy::ndarray::Array2;
 use numpy::{IntoPyArray, PyArray1};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyMemoryError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::core::column::Column;
-use crate::core::error::CollateError;
+use crate::core::error::{CollateError, ErrorClass};
 use crate::core::pad::{self, DType, Data, Follower, Layout, Output, PadGroup, Plan, Strategy};
 use read::{ReadError, Site};
 
 fn to_py_err(err: CollateError) -> PyErr {
-    match err {
-        CollateError::NotANumber { .. } | CollateError::NotAMapping { .. } => {
-            PyTypeError::new_err(err.to_string())
-        }
-        _ => PyValueError::new_err(err.to_string()),
+    match err.class() {
+        ErrorClass::Type => PyTypeError::new_err(err.to_string()),
+        ErrorClass::Value => PyValueError::new_err(err.to_string()),
+        ErrorClass::Memory => PyMemoryError::new_err(err.to_string()),
     }
 }
 
@@ -93,36 +92,59 @@ fn key_string(key: &Bound<'_, PyAny>) -> PyResult<String> {
 }
 
 /// `key` is `name` as a Python string, made once per batch: a lookup then costs no string
-/// allocation and no hashing.
+/// allocation and no hashing. Exact dicts are read directly; every other mapping (dict
+/// subclasses included, which may compute or transform values) through `row[key]`.
 fn row_value<'py>(
     row: &Bound<'py, PyAny>,
     key: &Bound<'py, PyString>,
     name: &str,
     index: usize,
-) -> Result<Bound<'py, PyAny>, CollateError> {
-    if let Ok(dict) = row.cast::<PyDict>() {
-        return match dict.get_item(key) {
-            Ok(Some(value)) => Ok(value),
-            _ => Err(CollateError::MissingKey {
-                key: name.into(),
-                row: index,
-            }),
-        };
+) -> PyResult<Bound<'py, PyAny>> {
+    let missing = || {
+        to_py_err(CollateError::MissingKey {
+            key: name.into(),
+            row: index,
+        })
+    };
+    if let Ok(dict) = row.cast_exact::<PyDict>() {
+        return dict.get_item(key)?.ok_or_else(missing);
     }
     if !row.hasattr("keys").unwrap_or(false) {
-        return Err(CollateError::NotAMapping {
+        return Err(to_py_err(CollateError::NotAMapping {
             row: index,
             type_name: row
                 .get_type()
                 .name()
                 .map(|n| n.to_string())
                 .unwrap_or_default(),
-        });
+        }));
     }
-    row.get_item(key).map_err(|_| CollateError::MissingKey {
-        key: name.into(),
-        row: index,
+    row.get_item(key).map_err(|err| {
+        if err.is_instance_of::<pyo3::exceptions::PyKeyError>(row.py()) {
+            missing()
+        } else {
+            err
+        }
     })
+}
+
+/// An exception raised while reading a value (a tensor numpy cannot take, a failing
+/// `tolist()`, ...) as a TypeError naming the key and row; TypeErrors, ValueErrors and
+/// anything that is not an `Exception` (KeyboardInterrupt) or a MemoryError pass unchanged.
+fn unreadable(err: PyErr, py: Python<'_>, key: &str, row: usize) -> PyErr {
+    use pyo3::exceptions::PyException;
+    let passes = err.is_instance_of::<PyTypeError>(py)
+        || err.is_instance_of::<PyValueError>(py)
+        || err.is_instance_of::<PyMemoryError>(py)
+        || !err.is_instance_of::<PyException>(py);
+    if passes {
+        return err;
+    }
+    let wrapped = PyTypeError::new_err(format!(
+        "'{key}' in row {row} could not be read as numbers: {err}"
+    ));
+    wrapped.set_cause(py, Some(err));
+    wrapped
 }
 
 fn add_value<'py>(
@@ -137,7 +159,7 @@ fn add_value<'py>(
             Err(ReadError::NotNumeric(err)) if gathered.padded => return Err(to_py_err(err)),
             Err(ReadError::NotNumeric(_)) => gathered.is_raw = true,
             Err(ReadError::Fatal(err)) => return Err(to_py_err(err)),
-            Err(ReadError::Python(err)) => return Err(err),
+            Err(ReadError::Python(err)) => return Err(unreadable(err, value.py(), key, row)),
         }
     }
     if !gathered.padded {
@@ -259,14 +281,20 @@ fn gather<'py>(
     let mut read_already = vec![false; keys.len()];
     for ((key, gathered), done) in py_keys.iter().zip(&mut columns).zip(&mut read_already) {
         let first_is_tensor = first
-            .cast::<PyDict>()
+            .cast_exact::<PyDict>()
             .ok()
             .and_then(|dict| dict.get_item(key).ok().flatten())
             .is_some_and(|value| read::is_torch_tensor(&value));
         if first_is_tensor {
             let values: Option<Vec<Bound<'py, PyAny>>> = rows
                 .iter()
-                .map(|row| row.cast::<PyDict>().ok()?.get_item(key).ok().flatten())
+                .map(|row| {
+                    row.cast_exact::<PyDict>()
+                        .ok()?
+                        .get_item(key)
+                        .ok()
+                        .flatten()
+                })
                 .collect();
             if let Some(values) = values {
                 *done = add_tensor_values(gathered, &values)?;
@@ -283,7 +311,7 @@ fn gather<'py>(
             if done {
                 continue;
             }
-            let value = row_value(row, key, name, index).map_err(to_py_err)?;
+            let value = row_value(row, key, name, index)?;
             if index == 0 {
                 reserve_like_first_row(&mut gathered.column, &value, rows.len());
             }

@@ -1,0 +1,147 @@
+"""The dtype `default_data_collator` gives a key: what transformers' own construction of it
+(`torch.tensor(rows)`, `torch.stack(rows)`, `np.array(rows)` or `np.stack(rows)`) infers from
+the values of *every* row, so that fastcollate can produce exactly that dtype, losslessly.
+
+Each row contributes the dtypes of its leaves: a Python bool / int / float is bool / int64 /
+the default float (float32 for torch, float64 for numpy), a numpy array or scalar and a torch
+tensor their own dtype; the leaves' dtypes are then promoted as torch or numpy promotes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from ._tensors import is_torch_tensor, torch_module
+
+# A value the promotion cannot describe (str, object, None inside a sequence, ...): the
+# caller leaves the key to the native module, which reports it with its row.
+UNKNOWN = object()
+
+_NUMPY_PYTHON_LEAVES = {bool: np.dtype(bool), int: np.dtype(np.int64), float: np.dtype(np.float64)}
+
+
+def _numpy_leaves(value: Any, out: set) -> bool:
+    """Adds the numpy dtypes `np.array` discovers in `value` to `out`; False: unknown leaves."""
+    kind = type(value)
+    if kind in _NUMPY_PYTHON_LEAVES:
+        out.add(_NUMPY_PYTHON_LEAVES[kind])
+        return True
+    if isinstance(value, (np.ndarray, np.generic)):
+        out.add(value.dtype)
+        return True
+    if is_torch_tensor(value):
+        out.add(_numpy_dtype_of_torch(value.dtype))
+        return True
+    if kind in (list, tuple):
+        types = set(map(type, value))
+        if types <= {int, bool, float}:
+            out.update(_NUMPY_PYTHON_LEAVES[t] for t in types)
+            return True
+        return all(_numpy_leaves(item, out) for item in value)
+    return False
+
+
+def _torch_leaves(value: Any, out: set, torch: Any) -> bool:
+    """Adds the torch dtypes `torch.tensor` infers from `value` to `out`."""
+    kind = type(value)
+    if kind is bool:
+        out.add(torch.bool)
+    elif kind is int:
+        out.add(torch.int64)
+    elif kind is float:
+        out.add(torch.get_default_dtype())
+    elif isinstance(value, (np.ndarray, np.generic)):
+        if value.dtype.kind not in "biuf":
+            return False
+        out.add(torch.from_numpy(np.empty(0, value.dtype)).dtype)
+    elif is_torch_tensor(value):
+        out.add(value.dtype)
+    elif kind in (list, tuple):
+        types = set(map(type, value))
+        if types <= {int, bool, float}:
+            return all(_torch_leaves(t(), out, torch) for t in types)
+        return all(_torch_leaves(item, out, torch) for item in value)
+    else:
+        return False
+    return True
+
+
+def _numpy_dtype_of_torch(dtype: Any) -> np.dtype:
+    return torch_module().empty(0, dtype=dtype).numpy().dtype
+
+
+def _row_dtype_numpy(value: Any) -> Any:
+    """`np.asarray(value).dtype` without building the array (what np.stack promotes)."""
+    if isinstance(value, np.ndarray):
+        return value.dtype
+    if is_torch_tensor(value):
+        return _numpy_dtype_of_torch(value.dtype)
+    leaves: set = set()
+    if not _numpy_leaves(value, leaves):
+        return UNKNOWN
+    # An empty sequence is float64 in numpy.
+    return np.result_type(*leaves) if leaves else np.dtype(np.float64)
+
+
+def stacked_dtype(values: Iterable[Any], return_tensors: str, first: Any) -> Any:
+    """The dtype transformers' `default_data_collator` gives a key whose rows hold `values`
+    (`first` is row 0's value, which picks the construction): a numpy dtype for "np", a torch
+    dtype for "pt", or UNKNOWN."""
+    if return_tensors == "pt" and is_torch_tensor(first):
+        torch = torch_module()
+        dtypes = set()
+        for value in values:
+            if not is_torch_tensor(value):
+                return UNKNOWN
+            dtypes.add(value.dtype)
+        return _promote_torch(dtypes, torch)
+    if isinstance(first, np.ndarray):
+        dtypes = {_row_dtype_numpy(value) for value in values}
+        if UNKNOWN in dtypes:
+            return UNKNOWN
+        dtype = np.result_type(*dtypes)
+        if return_tensors == "pt":
+            if dtype.kind not in "biuf":
+                return UNKNOWN
+            return torch_module().from_numpy(np.empty(0, dtype)).dtype
+        return dtype
+    if return_tensors == "pt":
+        torch = torch_module()
+        dtypes = set()
+        for value in values:
+            if not _torch_leaves(value, dtypes, torch):
+                return UNKNOWN
+        return _promote_torch(dtypes, torch) if dtypes else torch.get_default_dtype()
+    dtypes = set()
+    for value in values:
+        if not _numpy_leaves(value, dtypes):
+            return UNKNOWN
+    return np.result_type(*dtypes) if dtypes else np.dtype(np.float64)
+
+
+def _promote_torch(dtypes: set, torch: Any) -> Any:
+    result = None
+    for dtype in dtypes:
+        try:
+            result = dtype if result is None else torch.promote_types(result, dtype)
+        except (RuntimeError, TypeError):
+            return UNKNOWN
+    return result
+
+
+def native_dtype(dtype: Any) -> str | None:
+    """What the native module is asked to produce for a final `dtype` (numpy or torch), from
+    which a cast to `dtype` is exact: None when there is no such output (complex, object, ...)."""
+    name = str(dtype).removeprefix("torch.")
+    if name == "bool":
+        return "bool"
+    if name in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"):
+        return "int64"
+    if name == "float64":
+        return "float64"
+    if name in ("float32", "float16", "bfloat16"):
+        return "float32"
+    return None
