@@ -52,15 +52,34 @@ def _is_integer(value: Any) -> bool:
     return isinstance(value, (int, np.integer))
 
 
-def _label_dtype(first_label: Any) -> str:
-    if isinstance(first_label, np.ndarray) or is_torch_tensor(first_label):
-        if first_label.ndim != 0 and first_label.size != 1:
+def _label_dtype(first_label: Any, pt: bool) -> str:
+    """int64 or float32 from the first label, as transformers decides: only an array of the
+    output's own framework is looked into (`.item()`); any other array counts as not an int."""
+    native = is_torch_tensor(first_label) if pt else isinstance(first_label, np.ndarray)
+    if native:
+        try:
+            first_label = first_label.item()
+        except (ValueError, RuntimeError):
             raise ValueError(
                 "'label' in row 0 holds more than one value; use 'label_ids' (or 'labels') "
                 "for a sequence of labels"
-            )
-        first_label = first_label.item()
+            ) from None
     return "int64" if _is_integer(first_label) else "float32"
+
+
+def _tensor_scalars(key: str, values: list) -> bool:
+    """Under "pt", `torch.tensor(rows)` reads a one-element 1-d tensor as a number: whether
+    every row is one (the output then loses that dimension). Other tensors with dimensions
+    raise, as torch.tensor raises for them (or would mix them with numbers)."""
+    tensors = [v for v in values if is_torch_tensor(v) and v.ndim >= 1]
+    if not tensors:
+        return False
+    if len(tensors) == len(values) and all(v.ndim == 1 and v.numel() == 1 for v in tensors):
+        return True
+    raise ValueError(
+        f"'{key}' mixes tensors with other values (or holds tensors of more than one element) "
+        "where its first row is not a tensor; make every row of it a tensor, or none"
+    )
 
 
 def _rows_as_list(features: Any) -> list:
@@ -129,7 +148,7 @@ def default_data_collator(features: list[Any], return_tensors: str = "pt") -> di
     label_key = None
     if "label" in first and first["label"] is not None:
         label_key = "label"
-        dtypes["label"] = _label_dtype(first["label"])
+        dtypes["label"] = _label_dtype(first["label"], pt)
     elif "label_ids" in first and first["label_ids"] is not None:
         label_key = "label_ids"
         first_ids = first["label_ids"]
@@ -150,10 +169,16 @@ def default_data_collator(features: list[Any], return_tensors: str = "pt") -> di
     for key, value in first.items():
         if key not in ("label", "label_ids") and value is not None and not isinstance(value, str):
             keys.append(key)
+    squeeze = []
     for key in keys:
+        values = [first[key]] if arrow else _key_values(features, key)
+        by_torch_tensor = key in dtypes or not (
+            is_torch_tensor(first[key]) or isinstance(first[key], np.ndarray)
+        )
+        if pt and by_torch_tensor and not arrow and _tensor_scalars(key, values):
+            squeeze.append(key)
         if key in dtypes:
             continue
-        values = [first[key]] if arrow else _key_values(features, key)
         dtype = stacked_dtype(values, return_tensors, first[key])
         request = native_dtype(dtype) if dtype is not UNKNOWN else None
         if dtype is not UNKNOWN and request is None:
@@ -167,6 +192,8 @@ def default_data_collator(features: list[Any], return_tensors: str = "pt") -> di
 
     native = collate(features, [], float32=pt, dtypes=dtypes, keys=keys)
     out = convert(native, return_tensors)
+    for key in squeeze:
+        out[key] = out[key].reshape(-1)
     for key, dtype in final.items():
         value = out[key]
         if pt:

@@ -19,7 +19,14 @@ from . import _native
 from ._arrow import ArrowBatch
 from ._collators import DefaultDataCollator
 from ._native_collate import collate
-from ._padding import PadSettings, main_group, pad, padding_strategy, resolve_padding
+from ._padding import (
+    PadSettings,
+    checked_pad_id,
+    main_group,
+    pad,
+    padding_strategy,
+    resolve_padding,
+)
 from ._patch import original
 from ._rows import first_row
 from ._tensors import batch_encoding, convert, is_torch_tensor, torch_module
@@ -161,7 +168,11 @@ class DataCollatorForTokenClassification(_TakesArrowBatches):
             self.max_length,
             self.pad_to_multiple_of,
             return_tensors,
-            label_follower=(label_name, self.label_pad_token_id, False),
+            label_follower=(
+                label_name,
+                checked_pad_id("label_pad_token_id", self.label_pad_token_id),
+                False,
+            ),
             dtypes={label_name: "int64"},
         )
         # transformers pads without the labels and adds them last.
@@ -208,7 +219,9 @@ class DataCollatorForSeq2Seq(_TakesArrowBatches):
         has_labels = label_name in first
         if has_labels and not arrow and first[label_name] is None:
             # {"labels": None} in every row means no labels (a mix is an error, naming the row).
-            has_labels = any(row.get(label_name) is not None for row in features)
+            has_labels = any(
+                isinstance(row, Mapping) and row.get(label_name) is not None for row in features
+            )
         # transformers pads without the label key; its padded labels then become "labels"
         # (replacing, in place, a "labels" key that the rows have beside "label").
         keys = None
@@ -227,7 +240,7 @@ class DataCollatorForSeq2Seq(_TakesArrowBatches):
                 )
                 label_group = (
                     label_name,
-                    self.label_pad_token_id,
+                    checked_pad_id("label_pad_token_id", self.label_pad_token_id),
                     "max_length" if max_padding else "longest",
                     self.max_length if max_padding else None,
                     self.pad_to_multiple_of,

@@ -208,19 +208,39 @@ def _is_single_example(main_value: Any) -> bool:
     return False
 
 
-def _first_value(value: Any) -> Any:
-    if isinstance(value, (list, tuple)) and value:
-        return value[0]
-    return value
-
-
-def _default_return_tensors(main_value: Any) -> str | None:
-    """tokenizer.pad's default for numpy / torch inputs: return the same kind."""
-    if isinstance(main_value, np.ndarray):
+def _default_return_tensors(main_values: Any) -> str | None:
+    """tokenizer.pad's default for numpy / torch inputs: return the same kind. As there, the
+    first row's main input decides, or, when it is a list, the first element of the first
+    non-empty row."""
+    try:
+        first = main_values[0]
+        if isinstance(first, (list, tuple)):
+            for item in main_values:
+                if len(item):
+                    first = item[0]
+                    break
+    except (TypeError, IndexError, KeyError):
+        return None  # the native module reports what is wrong with the rows
+    if isinstance(first, np.ndarray):
         return "np"
-    if is_torch_tensor(main_value):
+    if is_torch_tensor(first):
         return "pt"
     return None
+
+
+class _MainValues:
+    """The main input of each row, read on demand (`_default_return_tensors` usually needs
+    only row 0)."""
+
+    def __init__(self, rows: Sequence[Any], main: str):
+        self.rows, self.main = rows, main
+
+    def __getitem__(self, index: int) -> Any:
+        return self.rows[index][self.main]
+
+    def __iter__(self):
+        for row in self.rows:
+            yield row[self.main] if isinstance(row, Mapping) else []
 
 
 def pad(
@@ -259,8 +279,8 @@ def pad(
 
     single = False
     if isinstance(encoded_inputs, ArrowBatch):
-        # Rows still in Arrow storage: their Python rows hold lists, hence first_main = [].
-        features, first_main = encoded_inputs.require(main), []
+        # Rows still in Arrow storage: their Python rows hold lists of Python numbers.
+        features, main_values = encoded_inputs.require(main), [[]]
     elif isinstance(encoded_inputs, Mapping):
         if main not in encoded_inputs:
             raise missing_main_input(main, encoded_inputs.keys())
@@ -269,17 +289,18 @@ def pad(
         features: Any = (
             {key: [value] for key, value in encoded_inputs.items()} if single else encoded_inputs
         )
-        first_main = main_value if single else _first_value(main_value)
+        main_values = [main_value] if single else main_value
     elif isinstance(encoded_inputs, (list, tuple)):
         features = encoded_inputs
-        first_main = first_row(encoded_inputs, main, "pad")[main]
+        first_row(encoded_inputs, main, "pad")
+        main_values = _MainValues(encoded_inputs, main)
     else:
         raise TypeError(
             "pad() takes a list of mappings, a mapping of lists or one example, not "
             f"{type(encoded_inputs).__name__}"
         )
     if return_tensors is None:
-        return_tensors = _default_return_tensors(first_main)
+        return_tensors = _default_return_tensors(main_values)
 
     batch = collate(
         features,
