@@ -9,6 +9,7 @@ from ._family import (
     DataCollatorWithFlattening,
 )
 from ._grouping import get_length_grouped_indices, sequence_lengths
+from ._multiple_choice import DataCollatorForMultipleChoice
 from ._native import __version__, build_profile
 from ._padding import pad
 from ._patch import TransformersPatch, patch_transformers, unpatch_transformers
@@ -24,6 +25,7 @@ __all__ = [
     "DataCollatorForSeq2Seq",
     "DataCollatorWithFlattening",
     "DataCollatorForLanguageModeling",
+    "DataCollatorForMultipleChoice",
     "get_length_grouped_indices",
     "sequence_lengths",
     "LengthGroupedSampler",

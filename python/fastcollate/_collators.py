@@ -67,7 +67,7 @@ def _label_dtype(first_label: Any, pt: bool) -> str:
     return "int64" if _is_integer(first_label) else "float32"
 
 
-def _tensor_scalars(key: str, values: list) -> bool:
+def tensor_scalars(key: str, values: list) -> bool:
     """Under "pt", `torch.tensor(rows)` reads a one-element 1-d tensor as a number: whether
     every row is one (the output then loses that dimension). Other tensors with dimensions
     raise, as torch.tensor raises for them (or would mix them with numbers)."""
@@ -175,7 +175,7 @@ def default_data_collator(features: list[Any], return_tensors: str = "pt") -> di
         by_torch_tensor = key in dtypes or not (
             is_torch_tensor(first[key]) or isinstance(first[key], np.ndarray)
         )
-        if pt and by_torch_tensor and not arrow and _tensor_scalars(key, values):
+        if pt and by_torch_tensor and not arrow and tensor_scalars(key, values):
             squeeze.append(key)
         if key in dtypes:
             continue

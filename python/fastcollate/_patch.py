@@ -20,6 +20,7 @@ _TARGETS: dict[str, tuple[str, ...]] = {
     "DataCollatorForSeq2Seq": _COLLATOR_MODULES,
     "DataCollatorWithFlattening": _COLLATOR_MODULES,
     "DataCollatorForLanguageModeling": _COLLATOR_MODULES,
+    "DataCollatorForMultipleChoice": _COLLATOR_MODULES,
     "LengthGroupedSampler": ("transformers.trainer_pt_utils", "transformers.trainer"),
     "DistributedLengthGroupedSampler": ("transformers.trainer_pt_utils",),
     "get_length_grouped_indices": ("transformers.trainer_pt_utils",),
