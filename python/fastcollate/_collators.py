@@ -13,7 +13,7 @@ from ._arrow import ArrowBatch
 from ._native_collate import collate
 from ._padding import pad
 from ._promotion import UNKNOWN, native_dtype, stacked_dtype
-from ._tensors import check_return_tensors, convert, is_torch_tensor
+from ._tensors import check_return_tensors, convert, is_torch_tensor, torch_module
 
 
 @dataclass
@@ -67,19 +67,11 @@ def _label_dtype(first_label: Any, pt: bool) -> str:
     return "int64" if _is_integer(first_label) else "float32"
 
 
-def tensor_scalars(key: str, values: list) -> bool:
-    """Under "pt", `torch.tensor(rows)` reads a one-element 1-d tensor as a number: whether
-    every row is one (the output then loses that dimension). Other tensors with dimensions
-    raise, as torch.tensor raises for them (or would mix them with numbers)."""
-    tensors = [v for v in values if is_torch_tensor(v) and v.ndim >= 1]
-    if not tensors:
-        return False
-    if len(tensors) == len(values) and all(v.ndim == 1 and v.numel() == 1 for v in tensors):
-        return True
-    raise ValueError(
-        f"'{key}' mixes tensors with other values (or holds tensors of more than one element) "
-        "where its first row is not a tensor; make every row of it a tensor, or none"
-    )
+def holds_tensor_rows(values: list) -> bool:
+    """Whether `torch.tensor(values)` would meet a tensor with dimensions among the rows: torch
+    then reads one-element tensors as numbers and the rest by rules of its own, so such a key is
+    built with exactly that call (it is rare, and never the rows of a dataset)."""
+    return any(is_torch_tensor(v) and v.ndim >= 1 for v in values)
 
 
 def _rows_as_list(features: Any) -> list:
@@ -169,14 +161,15 @@ def default_data_collator(features: list[Any], return_tensors: str = "pt") -> di
     for key, value in first.items():
         if key not in ("label", "label_ids") and value is not None and not isinstance(value, str):
             keys.append(key)
-    squeeze = []
+    by_torch: dict[str, Any] = {}
     for key in keys:
         values = [first[key]] if arrow else _key_values(features, key)
         by_torch_tensor = key in dtypes or not (
             is_torch_tensor(first[key]) or isinstance(first[key], np.ndarray)
         )
-        if pt and by_torch_tensor and not arrow and tensor_scalars(key, values):
-            squeeze.append(key)
+        if pt and by_torch_tensor and not arrow and holds_tensor_rows(values):
+            by_torch[key] = (values, dtypes.pop(key, None))
+            continue
         if key in dtypes:
             continue
         dtype = stacked_dtype(values, return_tensors, first[key])
@@ -190,10 +183,17 @@ def default_data_collator(features: list[Any], return_tensors: str = "pt") -> di
             dtypes[key] = request
             final[key] = dtype
 
-    native = collate(features, [], float32=pt, dtypes=dtypes, keys=keys)
+    native_keys = [key for key in keys if key not in by_torch]
+    native = {}
+    if native_keys:
+        native = collate(features, [], float32=pt, dtypes=dtypes, keys=native_keys)
     out = convert(native, return_tensors)
-    for key in squeeze:
-        out[key] = out[key].reshape(-1)
+    if by_torch:
+        torch = torch_module()
+        for key, (values, dtype) in by_torch.items():
+            dtype = None if dtype is None else getattr(torch, dtype)
+            out[key] = torch.tensor(values, dtype=dtype)
+        out = {key: out[key] for key in keys}
     for key, dtype in final.items():
         value = out[key]
         if pt:

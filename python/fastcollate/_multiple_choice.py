@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import _native
-from ._collators import tensor_scalars
+from ._collators import holds_tensor_rows
 from ._padding import PadSettings, pad
 from ._tensors import torch_module
 
@@ -134,11 +134,11 @@ def _labels(examples: list, label_name: str, framework: str) -> Any:
         if label_name not in example:
             raise ValueError(f"row {row} has no '{label_name}', which the first row has")
         values.append(example[label_name])
-    squeeze = framework == "pt" and tensor_scalars(label_name, values)
+    if framework == "pt" and holds_tensor_rows(values):
+        torch = torch_module()
+        return torch.tensor(values, dtype=torch.int64)
     native = _native.collate({label_name: values}, [], float32=False, dtypes={label_name: "int64"})
     labels = native[label_name]
     if isinstance(labels, list):
         raise TypeError(f"'{label_name}' holds values that are not numbers")
-    if squeeze:
-        labels = labels.reshape(-1)
     return torch_module().from_numpy(labels) if framework == "pt" else labels
