@@ -320,8 +320,8 @@ class DataCollatorWithFlattening(_TakesArrowBatches, DefaultDataCollator):
         features = _rows(features, "input_ids")
         options = {
             "labels": "labels" in _first_keys(features),
-            "separator_id": separator_id,
-            "position_ids_start": self.position_ids_start,
+            "separator_id": checked_pad_id("separator_id", separator_id),
+            "position_ids_start": checked_pad_id("position_ids_start", self.position_ids_start),
             "position_ids": bool(self.return_position_ids),
             "seq_idx": bool(self.return_seq_idx),
             "cu_seq_lens": bool(self.return_flash_attn_kwargs),
@@ -651,13 +651,34 @@ def _collate_sequences(examples: list, tokenizer: Any, pad_to_multiple_of, retur
         torch = torch_module()
         tensor = torch.from_numpy(input_ids)
         if is_torch_tensor(first) and tensor.dtype != first.dtype:
-            tensor = tensor.to(first.dtype)
+            tensor = _exact_cast(tensor, first.dtype, tensor.to)
         return tensor
     if not as_int64:
         dtype = first.dtype if isinstance(first, np.ndarray) else _to_numpy(first[:0]).dtype
         if input_ids.dtype != dtype:
-            input_ids = input_ids.astype(dtype)
+            input_ids = _exact_cast(input_ids, dtype, input_ids.astype)
     return input_ids
+
+
+def _exact_cast(values: Any, dtype: Any, cast: Any) -> Any:
+    """`cast(dtype)` of the padded ids (the first row's dtype, as transformers keeps it), or a
+    ValueError where that would change a value (transformers wraps them around silently) or
+    could not hold the -100 of the labels."""
+    name = str(dtype).removeprefix("torch.")
+    if name.startswith("uint") or name == "bool":
+        raise ValueError(
+            f"'input_ids' rows are {name}, which cannot hold the -100 of language-modeling "
+            "labels; use a signed integer dtype"
+        )
+    converted = cast(dtype)
+    back = converted.to(values.dtype) if is_torch_tensor(values) else converted.astype(values.dtype)
+    same = (back == values) | (back != back) & (values != values)
+    if not bool(same.all()):
+        raise ValueError(
+            f"'input_ids' holds values that the first row's dtype ({name}) cannot hold; give "
+            "every row the same dtype"
+        )
+    return converted
 
 
 @dataclass

@@ -111,6 +111,8 @@ def grouped_indices_array(
         if isinstance(mega_batch_mult, bool):
             raise TypeError("mega_batch_mult must be an integer, not a bool")
         mega_batch_mult = operator.index(mega_batch_mult)
+        if mega_batch_mult < 1:
+            raise ValueError(f"mega_batch_mult must be at least 1, not {mega_batch_mult}")
     # A mega-batch that holds every row is one group however large it is: sizes past the row
     # count give the same indices, so they are clamped before the Rust core's int64 arithmetic.
     rows = max(len(lengths), 1)

@@ -12,7 +12,13 @@ import numpy as np
 from ._arrow import ArrowBatch
 from ._native_collate import collate
 from ._rows import first_row, missing_main_input
-from ._tensors import batch_encoding, check_return_tensors, convert, is_torch_tensor
+from ._tensors import (
+    batch_encoding,
+    check_return_tensors,
+    convert,
+    is_torch_tensor,
+    torch_module,
+)
 
 # transformers' PreTrainedTokenizerBase defaults, used when no tokenizer is given.
 DEFAULT_MODEL_INPUT_NAMES = ("input_ids", "token_type_ids", "attention_mask")
@@ -299,19 +305,71 @@ def pad(
             "pad() takes a list of mappings, a mapping of lists or one example, not "
             f"{type(encoded_inputs).__name__}"
         )
-    if return_tensors is None:
+    main_is_python = _default_return_tensors(main_values) is None
+    if return_tensors is None and not main_is_python:
         return_tensors = _default_return_tensors(main_values)
 
+    kept = {}
+    if main_is_python and isinstance(features, (list, tuple)):
+        kept = _kept_arrays(features, group)
     batch = collate(
         features,
         [group],
         float32=return_tensors == "pt",
         allow_ragged=return_tensors is None,
+        **({"keys": [k for k in features[0] if k not in kept]} if kept else {}),
     )
     out = convert(batch, return_tensors)
+    if kept:
+        for key, values in kept.items():
+            out[key] = _as_batch_encoding_tensor(key, values, return_tensors)
+        order = [*features[0], *(k for k in out if k not in features[0])]
+        out = {key: out[key] for key in order}
     if single:
         out = {key: _unbatch(value) for key, value in out.items()}
     return batch_encoding(out)
+
+
+def _is_array(value: Any) -> bool:
+    return isinstance(value, (np.ndarray, np.generic)) or is_torch_tensor(value)
+
+
+def _kept_arrays(rows: Sequence[Any], group: tuple) -> dict[str, list]:
+    """Keys outside the pad group whose rows hold numpy / torch values while the main input is
+    Python lists. tokenizer.pad converts arrays to Python numbers only when the main input is
+    one; otherwise such keys keep their arrays and BatchEncoding stacks them with their dtypes,
+    so they are built here the same way (reading them as numbers could change a float64 into
+    a float32)."""
+    padded = {group[0], *(follower[0] for follower in group[6]), group[7]}
+    first = rows[0]
+    kept = {}
+    for key in first:
+        if key in padded:
+            continue
+        values = [row[key] if isinstance(row, Mapping) and key in row else None for row in rows]
+        if any(_is_array(value) for value in values):
+            if any(value is None for value in values):
+                return {}  # a missing key or row: the native module names it
+            kept[key] = values
+    return kept
+
+
+def _as_batch_encoding_tensor(key: str, values: list, return_tensors: str | None) -> Any:
+    """`BatchEncoding(..., tensor_type=return_tensors)`'s conversion of one key's values."""
+    if return_tensors is None:
+        return values
+    try:
+        if return_tensors == "pt":
+            torch = torch_module()
+            if isinstance(values[0], np.ndarray):
+                return torch.from_numpy(np.array(values))
+            return torch.tensor(values)
+        array = np.asarray(values)
+    except (ValueError, TypeError, RuntimeError) as err:
+        raise ValueError(f"cannot make a {return_tensors!r} tensor of '{key}': {err}") from err
+    if array.dtype == object:
+        raise ValueError(f"cannot make a numpy array of '{key}': its rows have different shapes")
+    return array
 
 
 def _unbatch(value: Any) -> Any:

@@ -123,8 +123,14 @@ impl Column {
         self.floats.push(value);
     }
 
-    /// Appends many integers at once (numpy / torch rows).
+    /// Appends many integers at once (numpy / torch rows). An empty batch of values changes
+    /// nothing, not even the kind: an empty float array adds no float (as its `tolist()`,
+    /// which transformers pads, holds none).
     pub fn extend_ints(&mut self, values: impl IntoIterator<Item = i64>) {
+        let mut values = values.into_iter().peekable();
+        if values.peek().is_none() {
+            return;
+        }
         self.promote(Kind::Int);
         if self.is_float() {
             for value in values {
@@ -136,6 +142,10 @@ impl Column {
     }
 
     pub fn extend_bools(&mut self, values: impl IntoIterator<Item = bool>) {
+        let mut values = values.into_iter().peekable();
+        if values.peek().is_none() {
+            return;
+        }
         self.promote(Kind::Bool);
         if self.is_float() {
             self.floats
@@ -146,6 +156,10 @@ impl Column {
     }
 
     pub fn extend_floats(&mut self, values: impl IntoIterator<Item = f64>) {
+        let mut values = values.into_iter().peekable();
+        if values.peek().is_none() {
+            return;
+        }
         self.promote(Kind::Float);
         self.floats.extend(values);
     }
@@ -310,6 +324,16 @@ mod tests {
                 row: 1
             }
         );
+    }
+
+    #[test]
+    fn empty_arrays_do_not_promote() {
+        let mut c = Column::new("x");
+        c.extend_floats([]);
+        c.end_row(Shape::Sequence).unwrap();
+        c.extend_ints([1]);
+        c.end_row(Shape::Sequence).unwrap();
+        assert_eq!(c.kind, Some(Kind::Int));
     }
 
     #[test]

@@ -1,0 +1,529 @@
+"""Hostile inputs for every entry point, and the rules each call must keep.
+
+`case(seed)` builds one call (entry point, batch, options) from a seed, deterministically.
+`run(seed)` makes it with fastcollate and with transformers' counterpart and returns the
+violations: an exception other than ValueError/TypeError that is not the very type transformers
+raises (a pyo3 PanicException included), input changed by the call, or an output that differs
+from transformers' where both succeed. `python tests/fuzz_cases.py` is a worker: one seed per
+line on stdin, one JSON result per line on stdout, so a crash (abort, segfault) shows as a dead
+worker instead of a dead test process. Used by tests/test_fuzz.py and benches/soak_fuzz.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import random
+import sys
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import transformers  # noqa: E402
+from transformers.trainer_pt_utils import get_length_grouped_indices  # noqa: E402
+
+import fastcollate  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(__file__))
+from conftest import model_dir  # noqa: E402
+
+ENTRY_POINTS = (
+    "pad",
+    "pad_without_tokenizer",
+    "DataCollatorWithPadding",
+    "default_data_collator",
+    "DataCollatorForTokenClassification",
+    "DataCollatorForSeq2Seq",
+    "DataCollatorWithFlattening",
+    "DataCollatorForLanguageModeling",
+    "DataCollatorForMultipleChoice",
+    "get_length_grouped_indices",
+)
+ABSURD_INTS = [2**45, 2**62, 2**63 - 1, 2**63, 2**64, 2**100, -1, -(2**63), -(2**64)]
+NUMPY_DTYPES = [
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
+    "float32", "float64", "complex64", "complex128", ">i4", ">i8", ">f8", "<i2", "object", "U3",
+]  # fmt: skip
+TORCH_DTYPES = [
+    torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+    torch.bfloat16, torch.float32, torch.float64, torch.complex64,
+]  # fmt: skip
+
+
+class LazyRow(dict):
+    """A dict subclass whose `__getitem__` transforms values (a lazy dataset row)."""
+
+    def __getitem__(self, key):
+        value = super().__getitem__(key)
+        return [v + 1 for v in value] if isinstance(value, list) and value and all(
+            type(v) is int for v in value
+        ) else value
+
+
+class Generator:
+    def __init__(self, seed: int):
+        self.r = random.Random(seed)
+        # Half the cases are well-formed but varied (formats, dtypes, shapes, options), so many
+        # calls succeed on both sides and get compared; the rest are hostile throughout.
+        self.hostile = self.r.random() < 0.5
+
+    def chance(self, p: float) -> bool:
+        return self.r.random() < p
+
+    def harm(self, p: float) -> bool:
+        """A hostile choice, only in hostile cases."""
+        return self.hostile and self.r.random() < p
+
+    def length(self) -> int:
+        return self.r.choice([0, 1, 2, 3, 5, 8]) if self.chance(0.9) else self.r.randint(9, 40)
+
+    def ints(self, n: int) -> list[int]:
+        return [self.r.randint(0, 30000) for _ in range(n)]
+
+    def hostile_scalar(self) -> Any:
+        return self.r.choice(
+            [
+                None, "a", b"b", 1.5, float("nan"), float("inf"), -float("inf"), True,
+                2**63, -(2**63) - 1, 2**64, 2**53 + 1, -7, np.int64(5), np.float32(0.5),
+                np.uint64(2**64 - 1), np.bool_(True), torch.tensor(3), torch.tensor(0.5),
+                np.array(4), [1], (), {}, object(), 1 + 2j,
+            ]
+        )  # fmt: skip
+
+    def numpy_sequence(self, n: int) -> np.ndarray:
+        dtype = self.r.choice(NUMPY_DTYPES if self.hostile else NUMPY_DTYPES[:12])
+        values = self.ints(n)
+        if dtype == "object":
+            array = np.array(values + [None] * self.chance(0.5), dtype=object)
+        elif dtype == "U3":
+            array = np.array([str(v)[:3] for v in values], dtype=dtype)
+        elif dtype == "bool":
+            array = np.array([v % 2 for v in values], dtype=bool)
+        else:
+            array = np.array(values, dtype="int64").astype(dtype)
+            if np.dtype(dtype).kind == "f" and n and self.harm(0.3):
+                array[self.r.randrange(n)] = self.r.choice([np.nan, np.inf])
+        shape = self.r.random() if self.hostile else 0.16 + 0.84 * self.r.random()
+        if shape < 0.08:
+            array = np.array(array[0] if n else 0, dtype=array.dtype)  # 0-d
+        elif shape < 0.16:
+            array = np.stack([array, array])  # 2-d
+        elif shape < 0.3:
+            array = np.concatenate([array, array])[::2]  # non-contiguous
+        elif shape < 0.38:
+            array = array[::-1]
+        if self.chance(0.3):
+            array.flags.writeable = False
+        return array
+
+    def torch_sequence(self, n: int) -> torch.Tensor:
+        dtype = self.r.choice(TORCH_DTYPES if self.hostile else TORCH_DTYPES[:-1])
+        tensor = torch.tensor(self.ints(n), dtype=torch.int64).to(dtype)
+        if dtype == torch.bool:
+            tensor = torch.tensor([v % 2 == 0 for v in self.ints(n)])
+        if dtype.is_floating_point and n and self.harm(0.3):
+            tensor[self.r.randrange(n)] = float(self.r.choice(["nan", "inf"]))
+        shape = self.r.random() if self.hostile else 0.2 + 0.8 * self.r.random()
+        if shape < 0.06:
+            tensor = tensor.to("meta")
+        elif shape < 0.12 and dtype != torch.bool:
+            tensor = tensor.to_sparse()
+        elif shape < 0.2:
+            tensor = tensor[0] if n else torch.tensor(0, dtype=dtype)  # 0-d
+        elif shape < 0.28:
+            tensor = torch.stack([tensor, tensor])  # 2-d
+        elif shape < 0.36:
+            tensor = torch.cat([tensor, tensor])[::2]  # non-contiguous
+        elif shape < 0.42 and dtype.is_floating_point:
+            tensor = tensor.requires_grad_()
+        return tensor
+
+    def sequence(self, fmt: str | None = None, n: int | None = None) -> Any:
+        """A value for a padded key: mostly token ids in some format, sometimes hostile."""
+        n = self.length() if n is None else n
+        formats = ["list", "list", "tuple", "numpy", "torch"] + ["hostile"] * self.hostile
+        fmt = fmt or self.r.choice(formats)
+        if fmt == "list":
+            values: list = self.ints(n)
+            if n and self.harm(0.4):
+                values[self.r.randrange(n)] = self.hostile_scalar()
+            return values
+        if fmt == "tuple":
+            return tuple(self.ints(n))
+        if fmt == "numpy":
+            return self.numpy_sequence(n)
+        if fmt == "torch":
+            return self.torch_sequence(n)
+        return self.hostile_scalar()
+
+    def row(self, keys: list[str], fmt: str | None, lengths_from: str | None = None) -> Any:
+        kind = self.r.random()
+        if kind < 0.03 and self.hostile:
+            return self.r.choice([None, 3, "row", [1, 2], (("input_ids", [1]),)])
+        n = self.length()
+        row: dict = {}
+        for key in keys:
+            if self.harm(0.08):
+                continue  # missing key
+            if key in ("label", "labels") and lengths_from is None and self.chance(0.6):
+                row[key] = self.hostile_scalar() if self.harm(0.4) else self.r.choice([0, 1, 2.5])
+            elif key in ("attention_mask", "token_type_ids", "labels") and self.chance(0.85):
+                row[key] = self.sequence(None if self.harm(0.2) else fmt, n)
+                if key == "attention_mask" and isinstance(row[key], list):
+                    row[key] = [1] * n
+            else:
+                row[key] = self.sequence(None if self.harm(0.2) else fmt, n)
+        if self.harm(0.15):
+            row["extra"] = self.hostile_scalar()
+        if kind < 0.08:
+            return LazyRow(row)
+        return row
+
+    def batch(self, keys: list[str], lengths_from: str | None = None) -> Any:
+        size = self.r.choice([1, 2, 3, 4, 7, 0 if self.hostile else 5]) if self.chance(0.95) else 20
+        fmt = self.r.choice(["list", "numpy", "torch"] + [None] * self.hostile)
+        rows = [self.row(keys, fmt, lengths_from) for _ in range(size)]
+        container = self.r.random()
+        if container < 0.05:
+            return tuple(rows)
+        if container < 0.08 and rows:
+            array = np.empty(len(rows), dtype=object)
+            array[:] = rows
+            return array
+        return rows
+
+    def option_int(self, normal: list) -> Any:
+        if not self.harm(0.5):
+            return self.r.choice(normal)
+        return self.r.choice(ABSURD_INTS + [3.5, "8", True, float("nan")])
+
+    def padding_options(self) -> dict:
+        options: dict = {}
+        if self.chance(0.7):
+            strategies = [True, False, "longest", "max_length", "do_not_pad"]
+            options["padding"] = self.r.choice(strategies + ["bogus", None] * self.hostile)
+        if self.chance(0.5):
+            options["max_length"] = self.option_int([None, 0, 4, 8, 16, 64])
+        if self.chance(0.4):
+            options["pad_to_multiple_of"] = self.option_int([None, 1, 2, 8])
+        return options
+
+
+def make_case(seed: int) -> tuple[str, Any, dict]:
+    """(entry point, batch, options) for `seed`."""
+    g = Generator(seed)
+    entry = g.r.choice(ENTRY_POINTS)
+    base = ["input_ids", "attention_mask"] + (["token_type_ids"] if g.chance(0.4) else [])
+    if entry in ("pad", "pad_without_tokenizer", "DataCollatorWithPadding"):
+        keys = base + (["label"] if g.chance(0.4) else [])
+        options = g.padding_options()
+        if g.chance(0.3):
+            options["padding_side"] = g.r.choice([None, "left", "right", "middle"])
+        if entry != "DataCollatorWithPadding":
+            if g.chance(0.3):
+                options["return_attention_mask"] = g.r.choice([None, True, False])
+            options["return_tensors"] = g.r.choice([None, None, "pt", "np", "tf"])
+        else:
+            options["return_tensors"] = g.r.choice(["pt", "np"])
+        if entry == "pad_without_tokenizer":
+            options["pad_token_id"] = g.option_int([0, 1, None])
+        batch = g.batch(keys)
+        if entry == "pad" and g.chance(0.1) and isinstance(batch, list) and batch:
+            batch = batch[0]  # one example
+        return entry, batch, options
+    if entry == "default_data_collator":
+        keys = ["input_ids"] + g.r.choice([["label"], ["label_ids"], [], ["labels"]])
+        batch = g.batch(keys)
+        if isinstance(batch, list):
+            # Equal lengths mostly: that is what the collator stacks.
+            for row in batch:
+                if isinstance(row, dict) and isinstance(row.get("input_ids"), list):
+                    row["input_ids"] = row["input_ids"][:2] + [0] * (2 - len(row["input_ids"]))
+        return entry, batch, {"return_tensors": g.r.choice(["pt", "np"])}
+    if entry == "DataCollatorForTokenClassification":
+        options = g.padding_options()
+        options["return_tensors"] = g.r.choice(["pt", "np"])
+        if g.chance(0.2):
+            options["label_pad_token_id"] = g.option_int([-100, 0])
+        return entry, g.batch(base + ["labels"], lengths_from="input_ids"), options
+    if entry == "DataCollatorForSeq2Seq":
+        options = g.padding_options()
+        options["return_tensors"] = g.r.choice(["pt", "np"])
+        if g.chance(0.2):
+            options["label_pad_token_id"] = g.option_int([-100, 0])
+        return entry, g.batch(base + ["labels"]), options
+    if entry == "DataCollatorWithFlattening":
+        options: dict = {"return_tensors": g.r.choice(["pt", "np"])}
+        for name in ("return_flash_attn_kwargs", "return_seq_idx", "return_position_ids"):
+            options[name] = g.chance(0.5)
+        if g.chance(0.2):
+            options["separator_id"] = g.option_int([-100, 0])
+        if g.chance(0.2):
+            options["position_ids_start"] = g.option_int([0, 1])
+        keys = ["input_ids"] + (["labels"] if g.chance(0.5) else [])
+        return entry, g.batch(keys, lengths_from="input_ids"), options
+    if entry == "DataCollatorForLanguageModeling":
+        options = {"mlm": False, "return_tensors": g.r.choice(["pt", "np"])}
+        if g.chance(0.3):
+            options["pad_to_multiple_of"] = g.option_int([None, 1, 8])
+        if g.chance(0.15):
+            # Bare sequences instead of mappings.
+            return entry, [g.sequence() for _ in range(g.r.choice([1, 2, 3]))], options
+        return entry, g.batch(["input_ids"]), options
+    if entry == "DataCollatorForMultipleChoice":
+        options = g.padding_options()
+        choices = 0 if g.harm(0.1) else g.r.choice([1, 2, 3])
+        batch = []
+        for _ in range(g.r.choice([0, 1, 2, 3])):
+            fmt = g.r.choice(["list", "numpy", "torch"] + [None] * g.hostile)
+            example = {
+                key: [g.sequence(fmt) for _ in range(choices + g.harm(0.1))]
+                for key in base
+            }
+            example["label"] = g.hostile_scalar() if g.harm(0.2) else g.r.choice([0, 1])
+            batch.append(example)
+        return entry, batch, options
+    lengths = (
+        [g.r.randint(0, 50) for _ in range(g.r.choice([0, 1, 3, 10, 40]))]
+        if g.chance(0.8)
+        else g.r.choice([[3, -1, 2], [1.5, 2], ["a"], None, np.array([1, 2], np.uint64)])
+    )
+    options = {
+        "batch_size": g.option_int([1, 2, 4]),
+        "mega_batch_mult": g.option_int([None, None, 1, 2]),
+    }
+    return entry, lengths, options
+
+
+TOKENIZERS: dict = {}
+
+
+def tokenizer() -> Any:
+    if "bert" not in TOKENIZERS:
+        TOKENIZERS["bert"] = transformers.AutoTokenizer.from_pretrained(model_dir())
+    return TOKENIZERS["bert"]
+
+
+def calls(entry: str, batch: Any, options: dict) -> tuple:
+    """(our call, transformers' call or None); each takes the batch."""
+    tok = tokenizer()
+    if entry == "pad":
+        return (
+            lambda b: fastcollate.pad(b, tok, **options),
+            lambda b: tok.pad(b, **options),
+        )
+    if entry == "pad_without_tokenizer":
+        return lambda b: fastcollate.pad(b, **options), None
+    if entry == "default_data_collator":
+        return (
+            lambda b: fastcollate.default_data_collator(b, **options),
+            lambda b: transformers.default_data_collator(b, **options),
+        )
+    if entry == "get_length_grouped_indices":
+
+        def ours(lengths):
+            return fastcollate.get_length_grouped_indices(
+                lengths, generator=torch.Generator().manual_seed(1), **options
+            )
+
+        def theirs(lengths):
+            return get_length_grouped_indices(
+                lengths, generator=torch.Generator().manual_seed(1), **options
+            )
+
+        return ours, theirs
+    if entry == "DataCollatorWithFlattening":
+        return (
+            fastcollate.DataCollatorWithFlattening(**options),
+            transformers.DataCollatorWithFlattening(**options),
+        )
+    ours_cls, theirs_cls = getattr(fastcollate, entry), getattr(transformers, entry)
+    return ours_cls(tok, **options), theirs_cls(tok, **options)
+
+
+# --- comparing -------------------------------------------------------------------------------
+
+
+def fingerprint(value: Any, depth: int = 0) -> Any:
+    """Everything observable about an input, to detect a change made by a call."""
+    if depth > 6:
+        return "..."
+    if isinstance(value, Mapping):
+        return (type(value).__name__, [(k, fingerprint(dict.get(value, k) if isinstance(
+            value, dict) else value[k], depth + 1)) for k in list(value.keys())])  # fmt: skip
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, [fingerprint(v, depth + 1) for v in value])
+    if isinstance(value, np.ndarray):
+        body = (
+            [fingerprint(v, depth + 1) for v in value.ravel().tolist()]
+            if value.dtype == object
+            else value.tobytes()
+        )
+        return ("nd", value.dtype.str, value.shape, value.strides, value.flags.writeable, body)
+    if isinstance(value, torch.Tensor):
+        meta = ("t", str(value.dtype), tuple(value.shape), str(value.device), value.layout)
+        if value.device.type == "meta":
+            return meta
+        dense = value.detach().to_dense() if value.layout != torch.strided else value.detach()
+        if dense.dtype == torch.bfloat16:
+            dense = dense.view(torch.int16)
+        return (*meta, dense.stride(), dense.contiguous().numpy().tobytes())
+    if isinstance(value, float) and math.isnan(value):
+        return "nan"
+    return (type(value).__name__, repr(value))
+
+
+def as_comparable(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        array = value.detach()
+        if array.dtype == torch.bfloat16:
+            array = array.float()
+        return ("tensor", str(value.dtype), array.numpy())
+    if isinstance(value, np.ndarray):
+        return ("ndarray", value.dtype.str, value)
+    return ("py", type(value).__name__, value)
+
+
+def same_output(ours: Any, theirs: Any) -> str | None:
+    """None when equal (keys and order, container, values, shapes, dtypes), else how not."""
+    if type(ours) is not type(theirs):
+        return f"container {type(ours).__name__} != {type(theirs).__name__}"
+    if isinstance(theirs, Mapping):
+        if list(ours.keys()) != list(theirs.keys()):
+            return f"keys {list(ours.keys())} != {list(theirs.keys())}"
+        for key in theirs:
+            problem = same_output(ours[key], theirs[key])
+            if problem:
+                return f"{key}: {problem}"
+        return None
+    a, b = as_comparable(ours), as_comparable(theirs)
+    if a[:2] != b[:2]:
+        return f"{a[:2]} != {b[:2]}"
+    if a[0] == "py":
+        if isinstance(theirs, (list, tuple)) and len(ours) == len(theirs):
+            for x, y in zip(ours, theirs, strict=True):
+                problem = same_output(x, y)
+                if problem:
+                    return problem
+            return None
+        if isinstance(theirs, float) and isinstance(ours, float):
+            return None if ours == theirs or (math.isnan(ours) and math.isnan(theirs)) else "!="
+        return None if ours == theirs else f"{ours!r} != {theirs!r}"
+    x, y = a[2], b[2]
+    if x.shape != y.shape:
+        return f"shape {x.shape} != {y.shape}"
+    nan_ok = x.dtype.kind in "fc"
+    return None if np.array_equal(x, y, equal_nan=nan_ok) else f"values {x} != {y}"
+
+
+def _rows_of(batch: Any) -> list:
+    if isinstance(batch, Mapping):
+        return [batch]
+    try:
+        return [row for row in batch if isinstance(row, Mapping)]
+    except TypeError:
+        return []
+
+
+def _values(batch: Any):
+    for row in _rows_of(batch):
+        for key in list(dict.keys(row)) if isinstance(row, dict) else list(row):
+            yield key, dict.get(row, key) if isinstance(row, dict) else row[key]
+
+
+PAD_GROUP = ("input_ids", "attention_mask", "token_type_ids", "special_tokens_mask")
+
+
+def known_difference(entry: str, batch: Any, options: dict) -> str | None:
+    """Why fastcollate's output may rightly differ from transformers' for this input (each a
+    difference the README lists), or None: outputs must then be identical."""
+    rows = _rows_of(batch)
+    if any(type(row) is LazyRow for row in rows) and entry not in ("pad", "default_data_collator"):
+        return "dict subclass: transformers reads some keys through .items(), bypassing __getitem__"
+    if any(isinstance(value, tuple) for _, value in _values(batch)):
+        return "tuples are read like lists"
+    main_is_list = bool(rows) and isinstance(rows[0].get("input_ids"), (list, tuple))
+    if main_is_list and any(
+        key in PAD_GROUP and (isinstance(v, (np.ndarray, np.generic, torch.Tensor)))
+        for key, v in _values(batch)
+    ):
+        return "arrays in padded keys beside a list main input are padded as numbers"
+    return None
+
+
+def outcome(call, batch) -> tuple[Any, BaseException | None]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return call(batch), None
+        except BaseException as err:  # noqa: BLE001 - PanicException is a BaseException
+            if isinstance(err, KeyboardInterrupt):
+                raise
+            return None, err
+
+
+def run(seed: int) -> dict:
+    entry, batch, options = make_case(seed)
+    result: dict = {"seed": seed, "entry": entry, "violations": []}
+    try:
+        ours_call, theirs_call = calls(entry, batch, options)
+    except (ValueError, TypeError) as err:
+        result["ours"] = result["theirs"] = f"constructor {type(err).__name__}"
+        return result
+    except BaseException as err:  # noqa: BLE001
+        result["violations"].append(f"constructor raised {type(err).__name__}: {err}")
+        return result
+    before = fingerprint(batch)
+    ours, our_error = outcome(ours_call, batch)
+    if fingerprint(batch) != before:
+        result["violations"].append("input changed")
+    theirs, their_error = (None, None)
+    if theirs_call is not None:
+        try:
+            theirs_batch = copy.deepcopy(batch)
+        except Exception:  # noqa: BLE001 - an input deepcopy cannot take: compare nothing
+            theirs_call = None
+        else:
+            theirs, their_error = outcome(theirs_call, theirs_batch)
+    result["ours"] = "ok" if our_error is None else type(our_error).__name__
+    if theirs_call is None:
+        result["theirs"] = "n/a"
+    else:
+        result["theirs"] = "ok" if their_error is None else type(their_error).__name__
+    if our_error is not None:
+        allowed = isinstance(our_error, (ValueError, TypeError)) or (
+            their_error is not None and type(our_error) is type(their_error)
+        )
+        if not allowed or type(our_error).__name__ == "PanicException":
+            result["violations"].append(f"raised {type(our_error).__name__}: {our_error}")
+    elif theirs_call is not None and their_error is None:
+        reason = known_difference(entry, batch, options)
+        problem = None if reason else same_output(ours, theirs)
+        result["compared"] = reason is None
+        if problem:
+            result["violations"].append(f"differs from transformers: {problem}"[:500])
+    return result
+
+
+def worker() -> None:
+    for line in sys.stdin:
+        if line.strip() == "abort":
+            os.abort()  # tests/test_fuzz.py checks that a crash is reported
+        seed = int(line)
+        try:
+            result = run(seed)
+        except BaseException as err:  # noqa: BLE001 - the harness itself failed
+            result = {"seed": seed, "violations": [f"harness: {type(err).__name__}: {err}"]}
+        sys.stdout.write(json.dumps(result) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    worker()
