@@ -8,10 +8,9 @@ from typing import Any
 
 from . import _native
 from ._collators import holds_tensor_rows
+from ._family import _framework
 from ._padding import PadSettings, pad
 from ._tensors import torch_module
-
-FRAMEWORKS = ("pt", "np")
 
 
 def _choices(examples: list, label_name: str, main_input: str) -> tuple[dict, int]:
@@ -80,12 +79,7 @@ class DataCollatorForMultipleChoice:
     def __call__(self, features, return_tensors=None):
         if return_tensors is None:
             return_tensors = self.return_tensors
-        framework = getattr(return_tensors, "value", return_tensors)
-        if framework not in FRAMEWORKS:
-            raise ValueError(
-                f"Framework '{return_tensors}' not recognized! Use return_tensors='pt' or 'np'."
-            )
-        return self._collate(features, framework)
+        return self._collate(features, _framework(return_tensors))
 
     def torch_call(self, examples):
         return self._collate(examples, "pt")

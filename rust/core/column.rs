@@ -148,10 +148,9 @@ impl Column {
         }
         self.promote(Kind::Bool);
         if self.is_float() {
-            self.floats
-                .extend(values.into_iter().map(|v| f64::from(u8::from(v))));
+            self.floats.extend(values.map(|v| f64::from(u8::from(v))));
         } else {
-            self.ints.extend(values.into_iter().map(i64::from));
+            self.ints.extend(values.map(i64::from));
         }
     }
 
@@ -200,15 +199,11 @@ impl Column {
     /// int64 are an error naming the row (torch and numpy raise there too).
     pub fn to_ints(&self) -> Result<Vec<i64>> {
         if !self.is_float() {
-            let mut out = Vec::new();
-            out.try_reserve_exact(self.ints.len())
-                .map_err(|_| self.too_large(self.ints.len()))?;
+            let mut out = self.output_vec(self.ints.len())?;
             out.extend_from_slice(&self.ints);
             return Ok(out);
         }
-        let mut out = Vec::new();
-        out.try_reserve_exact(self.floats.len())
-            .map_err(|_| self.too_large(self.floats.len()))?;
+        let mut out = self.output_vec(self.floats.len())?;
         for (index, &value) in self.floats.iter().enumerate() {
             // -2**63 is exact in f64; 2**63 is not an int64.
             if !(-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&value) {
@@ -225,17 +220,16 @@ impl Column {
             out.push(value as i64);
         }
         for &(index, value) in &self.exact_ints {
-            out[index] = value;
+            if let Some(slot) = out.get_mut(index) {
+                *slot = value;
+            }
         }
         Ok(out)
     }
 
     /// The column's values as f64 (integers rounded once).
     pub fn to_floats(&self) -> Result<Vec<f64>> {
-        let len = self.floats.len().max(self.ints.len());
-        let mut out = Vec::new();
-        out.try_reserve_exact(len)
-            .map_err(|_| self.too_large(len))?;
+        let mut out = self.output_vec(self.floats.len().max(self.ints.len()))?;
         if self.is_float() {
             out.extend_from_slice(&self.floats);
         } else {
@@ -247,14 +241,13 @@ impl Column {
     /// The column's values as f32, each rounded once from its exact value (an integer is not
     /// rounded to f64 first: that could round twice and differ from numpy and torch).
     pub fn to_f32s(&self) -> Result<Vec<f32>> {
-        let len = self.floats.len().max(self.ints.len());
-        let mut out = Vec::new();
-        out.try_reserve_exact(len)
-            .map_err(|_| self.too_large(len))?;
+        let mut out = self.output_vec(self.floats.len().max(self.ints.len()))?;
         if self.is_float() {
             out.extend(self.floats.iter().map(|&v| v as f32));
             for &(index, value) in &self.exact_ints {
-                out[index] = value as f32;
+                if let Some(slot) = out.get_mut(index) {
+                    *slot = value as f32;
+                }
             }
         } else {
             out.extend(self.ints.iter().map(|&v| v as f32));
@@ -269,11 +262,15 @@ impl Column {
             .saturating_sub(1)
     }
 
-    fn too_large(&self, values: usize) -> CollateError {
-        CollateError::OutOfMemory {
-            key: self.key.clone(),
-            bytes: values.saturating_mul(8),
-        }
+    /// An empty vector with room for `len` values, or OutOfMemory naming the key.
+    fn output_vec<T>(&self, len: usize) -> Result<Vec<T>> {
+        let mut out = Vec::new();
+        out.try_reserve_exact(len)
+            .map_err(|_| CollateError::OutOfMemory {
+                key: self.key.clone(),
+                bytes: len.saturating_mul(std::mem::size_of::<T>()),
+            })?;
+        Ok(out)
     }
 
     /// The kind the output gets; an all-empty column is an int column, as transformers makes it.
