@@ -177,9 +177,9 @@ def main_group(
     if strategy == "do_not_pad":
         pad_to_multiple_of = None  # transformers ignores it then
     elif pad_to_multiple_of is not None and pad_to_multiple_of > MAX_SIZE:
-        raise ValueError(
-            f"pad_to_multiple_of={pad_to_multiple_of} is larger than any array can be"
-        )
+        # Any such multiple rounds a length of 0 to 0 and every other past the largest size,
+        # which the Rust core reports naming the key: the smallest of them behaves the same.
+        pad_to_multiple_of = MAX_SIZE + 1
     if return_attention_mask is None:
         return_attention_mask = "attention_mask" in settings.model_input_names
     followers = [
