@@ -341,17 +341,22 @@ def _kept_arrays(rows: Sequence[Any], group: tuple) -> dict[str, list]:
     so they are built here the same way (reading them as numbers could change a float64 into
     a float32)."""
     padded = {group[0], *(follower[0] for follower in group[6]), group[7]}
-    first = rows[0]
     kept = {}
-    for key in first:
+    for key in rows[0]:
         if key in padded:
             continue
-        values = [row[key] if isinstance(row, Mapping) and key in row else None for row in rows]
+        try:
+            values = [row[key] for row in rows]
+        except (KeyError, TypeError, IndexError):
+            return {}  # a missing key or a row that is not a mapping: the native module names it
+        if all(type(value) in _PLAIN for value in values):
+            continue  # the usual case, decided without a call per value
         if any(_is_array(value) for value in values):
-            if any(value is None for value in values):
-                return {}  # a missing key or row: the native module names it
             kept[key] = values
     return kept
+
+
+_PLAIN = frozenset((int, float, bool, list, tuple, str, type(None)))
 
 
 def _as_batch_encoding_tensor(key: str, values: list, return_tensors: str | None) -> Any:
