@@ -71,7 +71,12 @@ def holds_tensor_rows(values: list) -> bool:
     """Whether `torch.tensor(values)` would meet a tensor with dimensions among the rows: torch
     then reads one-element tensors as numbers and the rest by rules of its own, so such a key is
     built with exactly that call (it is rare, and never the rows of a dataset)."""
+    if set(map(type, values)) <= _PLAIN_ROWS:
+        return False
     return any(is_torch_tensor(v) and v.ndim >= 1 for v in values)
+
+
+_PLAIN_ROWS = frozenset((int, float, bool, list, tuple, str, type(None)))
 
 
 def _rows_as_list(features: Any) -> list:

@@ -108,18 +108,41 @@ def stacked_dtype(values: Iterable[Any], return_tensors: str, first: Any) -> Any
                 return UNKNOWN
             return torch_module().from_numpy(np.empty(0, dtype)).dtype
         return dtype
+    scalars, others = _python_leaves(values)
     if return_tensors == "pt":
         torch = torch_module()
         dtypes = set()
-        for value in values:
+        for value in [*(t() for t in scalars), *others]:
             if not _torch_leaves(value, dtypes, torch):
                 return UNKNOWN
         return _promote_torch(dtypes, torch) if dtypes else torch.get_default_dtype()
     dtypes = set()
-    for value in values:
+    for value in [*(t() for t in scalars), *others]:
         if not _numpy_leaves(value, dtypes):
             return UNKNOWN
     return np.result_type(*dtypes) if dtypes else np.dtype(np.float64)
+
+
+_SCALARS = frozenset((int, bool, float))
+
+
+def _python_leaves(values: Iterable[Any]) -> tuple[set, list]:
+    """The Python scalar types among the leaves of flat list/tuple rows and scalar rows,
+    gathered with one C-level pass per row, and every value that needs a closer look."""
+    scalars: set = set()
+    others = []
+    for value in values:
+        kind = type(value)
+        if kind is list or kind is tuple:
+            types = set(map(type, value))
+            if types <= _SCALARS:
+                scalars |= types
+                continue
+        elif kind in _SCALARS:
+            scalars.add(kind)
+            continue
+        others.append(value)
+    return scalars, others
 
 
 def _promote_torch(dtypes: set, torch: Any) -> Any:
