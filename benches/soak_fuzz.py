@@ -85,7 +85,7 @@ def main() -> int:
     elapsed = time.perf_counter() - began
 
     print(f"calls: {calls} in {elapsed:.0f} s ({args.workers} workers)")
-    print("by entry point: " + ", ".join(f"{k} {v}" for k, v in sorted(entries.items())))
+    print("by entry point: " + ", ".join(f"{k} {v}" for k, v in sorted(entries.items(), key=str)))
     ok_both = outcomes[("ok", "ok")]
     print(f"both succeeded: {ok_both}; outputs compared (identical required): {compared}")
     ours_raised = sum(v for (ours, _), v in outcomes.items() if ours not in ("ok", None))

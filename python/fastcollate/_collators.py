@@ -206,6 +206,15 @@ def default_data_collator(features: list[Any], return_tensors: str = "pt") -> di
                 out[key] = value.to(dtype)
         elif value.dtype != dtype:
             out[key] = value.astype(dtype)
+    explicit = dtypes.get(label_key) if label_key is not None else None
+    if explicit is not None and label_key not in by_torch and label_key not in final:
+        # Labels transformers builds with an explicit dtype that the native module left as
+        # objects (tensors with dimensions, ...): the same explicit conversion.
+        value = out[label_key]
+        if pt and value.dtype != getattr(torch_module(), explicit):
+            out[label_key] = value.to(getattr(torch_module(), explicit))
+        elif not pt and value.dtype != np.dtype(explicit):
+            out[label_key] = value.astype(explicit)
     if label_key is not None:
         labels = out.pop(label_key)
         out = {"labels": labels, **out}

@@ -22,8 +22,10 @@ from ._native_collate import collate
 from ._padding import (
     PadSettings,
     checked_pad_id,
+    clamped_multiple,
     main_group,
     pad,
+    pad_to_multiple_of_invalid,
     padding_strategy,
     resolve_padding,
 )
@@ -243,7 +245,7 @@ class DataCollatorForSeq2Seq(_TakesArrowBatches):
                     checked_pad_id("label_pad_token_id", self.label_pad_token_id),
                     "max_length" if max_padding else "longest",
                     self.max_length if max_padding else None,
-                    self.pad_to_multiple_of,
+                    clamped_multiple(self.pad_to_multiple_of),
                     settings.padding_side == "left",
                     [],
                     None,
@@ -622,6 +624,11 @@ def _collate_sequences(examples: list, tokenizer: Any, pad_to_multiple_of, retur
             "each example must be a mapping or a sequence of token ids; "
             f"got a {type(first).__name__} ({err})"
         ) from err
+    if pad_to_multiple_of_invalid(pad_to_multiple_of) or pad_to_multiple_of == 0:
+        raise ValueError(
+            f"pad_to_multiple_of must be a positive integer, not {pad_to_multiple_of!r}"
+        )
+    pad_to_multiple_of = clamped_multiple(pad_to_multiple_of)
     needs_padding = any(length != lengths[0] for length in lengths) or (
         pad_to_multiple_of is not None and lengths[0] % pad_to_multiple_of != 0
     )
@@ -655,6 +662,9 @@ def _collate_sequences(examples: list, tokenizer: Any, pad_to_multiple_of, retur
         return tensor
     if not as_int64:
         dtype = first.dtype if isinstance(first, np.ndarray) else _to_numpy(first[:0]).dtype
+        if not needs_padding:
+            # Equal lengths are stacked (np.stack), which promotes over every row.
+            dtype = np.result_type(*(_to_numpy(example).dtype for example in examples))
         if input_ids.dtype != dtype:
             input_ids = _exact_cast(input_ids, dtype, input_ids.astype)
     return input_ids

@@ -153,6 +153,15 @@ def resolve_padding(
     return strategy, max_length
 
 
+def clamped_multiple(value: Any) -> Any:
+    """A pad_to_multiple_of past the largest size as the smallest such multiple: any of them
+    rounds a length of 0 to 0 and every other past the largest size (which the Rust core
+    reports, naming the key), so they all behave alike. Other values pass unchanged."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value > MAX_SIZE:
+        return MAX_SIZE + 1
+    return value
+
+
 def pad_to_multiple_of_invalid(value: Any) -> bool:
     return value is not None and (
         isinstance(value, (bool, np.bool_))
@@ -176,10 +185,8 @@ def main_group(
         )
     if strategy == "do_not_pad":
         pad_to_multiple_of = None  # transformers ignores it then
-    elif pad_to_multiple_of is not None and pad_to_multiple_of > MAX_SIZE:
-        # Any such multiple rounds a length of 0 to 0 and every other past the largest size,
-        # which the Rust core reports naming the key: the smallest of them behaves the same.
-        pad_to_multiple_of = MAX_SIZE + 1
+    else:
+        pad_to_multiple_of = clamped_multiple(pad_to_multiple_of)
     if return_attention_mask is None:
         return_attention_mask = "attention_mask" in settings.model_input_names
     followers = [
@@ -293,7 +300,8 @@ def pad(
         main_value = encoded_inputs[main]
         single = _is_single_example(main_value)
         features: Any = (
-            {key: [value] for key, value in encoded_inputs.items()} if single else encoded_inputs
+            # row[key], not .items(): a mapping subclass may compute its values on access.
+            {key: [encoded_inputs[key]] for key in encoded_inputs} if single else encoded_inputs
         )
         main_values = [main_value] if single else main_value
     elif isinstance(encoded_inputs, (list, tuple)):
@@ -319,6 +327,8 @@ def pad(
         allow_ragged=return_tensors is None,
         **({"keys": [k for k in features[0] if k not in kept]} if kept else {}),
     )
+    if not main_is_python:
+        _values_to_python(batch)
     out = convert(batch, return_tensors)
     if kept:
         for key, values in kept.items():
@@ -328,6 +338,20 @@ def pad(
     if single:
         out = {key: _unbatch(value) for key, value in out.items()}
     return batch_encoding(out)
+
+
+def _values_to_python(batch: dict) -> None:
+    """Keys the native module left as Python objects, their arrays turned into Python lists:
+    with a numpy / torch main input, tokenizer.pad converts every value that way first (so a
+    2-d float64 tensor becomes float32 under "pt", as lists of floats do)."""
+    for key, values in batch.items():
+        if not isinstance(values, list):
+            continue
+        try:
+            batch[key] = [v.tolist() if isinstance(v, np.ndarray) or is_torch_tensor(v) else v
+                          for v in values]
+        except Exception as err:  # noqa: BLE001 - meta / sparse tensors, ...
+            raise TypeError(f"'{key}' holds values that cannot be read: {err}") from err
 
 
 def _is_array(value: Any) -> bool:
