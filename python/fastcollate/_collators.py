@@ -200,6 +200,8 @@ def default_data_collator(features: list[Any], return_tensors: str = "pt") -> di
             out[key] = torch.tensor(values, dtype=dtype)
         out = {key: out[key] for key in keys}
     for key, dtype in final.items():
+        if not isinstance(native.get(key), np.ndarray):
+            continue  # left as objects: built by transformers' own construction, as it is
         value = out[key]
         if pt:
             if value.dtype != dtype:
