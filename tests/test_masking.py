@@ -562,7 +562,12 @@ def fine_tune_losses(trainer_cls, collator, model_path, dataset, tmp_path):
         disable_tqdm=True,
     )
     trainer = trainer_cls(model=model, args=args, train_dataset=dataset, data_collator=collator)
-    trainer.train()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a tiny model: more threads only contend on a shared machine
+    try:
+        trainer.train()
+    finally:
+        torch.set_num_threads(threads)
     return [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
 
 
