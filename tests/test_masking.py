@@ -486,6 +486,8 @@ def test_masking_is_in_place_on_the_given_buffer(bert_tokenizer):
     assert labels.tolist() == [[-100, 2000, 2001, -100]] and inputs[0, 0] == 101
     with pytest.raises(ValueError, match="2-d batch"):
         collator.numpy_mask_tokens(np.array([101, 2000, 102]))
+    with pytest.raises(ValueError, match="'special_tokens_mask' has shape"):
+        collator.numpy_mask_tokens(array, special_tokens_mask=np.zeros((1, 2)))
 
 
 def test_subclass_masking_methods_are_called(bert_tokenizer):
@@ -581,19 +583,15 @@ def test_mlm_fine_tune_loss_falls_as_with_transformers_collator(
         batched=True,
         remove_columns=["text"],
     )
-    ours = fine_tune_losses(
-        fastcollate.Trainer,
-        fastcollate.DataCollatorForLanguageModeling(bert_tokenizer, mlm_probability=0.3),
-        model_path,
-        dataset,
-        tmp_path / "ours",
-    )
-    theirs = fine_tune_losses(
-        transformers.Trainer,
-        transformers.DataCollatorForLanguageModeling(bert_tokenizer, mlm_probability=0.3),
-        model_path,
-        dataset,
-        tmp_path / "theirs",
+    ours, theirs = (
+        fine_tune_losses(
+            library.Trainer,
+            library.DataCollatorForLanguageModeling(bert_tokenizer, mlm_probability=0.3),
+            model_path,
+            dataset,
+            tmp_path / library.__name__,
+        )
+        for library in (fastcollate, transformers)
     )
     assert len(ours) == len(theirs) == STEPS
     assert all(np.isfinite(ours)) and all(np.isfinite(theirs))

@@ -240,8 +240,14 @@ pub fn mask_tokens(
             "'input_ids' holds {total} values, which is not a whole number of rows of {columns}"
         )));
     }
-    if let Special::Flags(flags) = special {
-        check_layout("special_tokens_mask", flags.len(), total)?;
+    match special {
+        Special::Flags(flags) => check_layout("special_tokens_mask", flags.len(), total)?,
+        Special::Ids(ids) if ids.windows(2).any(|pair| pair[0] >= pair[1]) => {
+            return Err(CollateError::InvalidOption(
+                "special token ids must be sorted and distinct".into(),
+            ))
+        }
+        Special::Ids(_) => {}
     }
     if let Some(offsets) = offsets {
         let expected = total.checked_mul(2).ok_or_else(|| {
@@ -554,6 +560,11 @@ mod tests {
         let err =
             mask_tokens(&mut ids, 2, &Special::Flags(&[0, 0]), None, &good, &mut rng).unwrap_err();
         assert!(err.to_string().contains("'special_tokens_mask'"));
+        let err = mask_tokens(&mut ids, 2, &special, Some(&[0; 4]), &good, &mut rng).unwrap_err();
+        assert!(err.to_string().contains("'offset_mapping'"));
+        let unsorted = Special::Ids(&[5, 3]);
+        let err = mask_tokens(&mut ids, 2, &unsorted, None, &good, &mut rng).unwrap_err();
+        assert!(err.to_string().contains("sorted"));
         let err = mask_tokens(&mut ids, 2, &special, Some(&[0; 4]), &good, &mut rng).unwrap_err();
         assert!(err.to_string().contains("'offset_mapping'"));
         for bad in [
