@@ -4,9 +4,9 @@ baselines, on the same batches in one process.
 The default workload needs no download: IMDB-like rows (lognormal lengths around 230 tokens,
 capped at 512; [CLS] ... [SEP]; input_ids, token_type_ids, attention_mask and an int label),
 drawn from a fixed seed, as Python lists, numpy int64 arrays or torch int64 tensors. Every
-configuration is checked once (fastcollate's output must equal transformers', key by key) before
-it is timed. Each collator is a `Case`; a case whose fastcollate class does not exist yet is
-skipped.
+configuration is checked once (fastcollate's output must equal transformers', key by key; with
+native masked-LM masking, every value but which tokens are masked) before it is timed. Each
+collator is a `Case`; a case whose fastcollate class does not exist yet is skipped.
 """
 
 from __future__ import annotations
