@@ -426,12 +426,17 @@ def test_language_modeling_arrow_equals_rows_and_transformers(bert_tokenizer, ca
     dataset, indices, options, side = case
     tokenizer = with_side(bert_tokenizer, side)
     batch, rows = batch_of(dataset, indices)
-    # A fresh seeded collator per call: the same masks on every path.
+    # A fresh seeded collator per call: the same masks on every path (transformers' own masks
+    # with mask_rng="torch").
     check(
-        lambda: fastcollate.DataCollatorForLanguageModeling(tokenizer, **options),
+        lambda: fastcollate.DataCollatorForLanguageModeling(tokenizer, **options, mask_rng="torch"),
         lambda: transformers.DataCollatorForLanguageModeling(tokenizer, **options),
         batch,
         rows,
+    )
+    native = fastcollate.DataCollatorForLanguageModeling
+    assert_same_batch(
+        native(tokenizer, **options)(batch), native(tokenizer, **options)(copy.deepcopy(rows))
     )
 
 
@@ -480,7 +485,9 @@ FAMILY = {
         same_length_labels,
     ),
     "language_modeling": (
-        lambda lib, tok: lib.DataCollatorForLanguageModeling(tok, seed=3),
+        lambda lib, tok: lib.DataCollatorForLanguageModeling(
+            tok, seed=3, **({"mask_rng": "torch"} if lib is fastcollate else {})
+        ),
         lambda dataset: dataset.remove_columns("labels"),
     ),
 }

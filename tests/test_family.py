@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 import os
 import warnings
-from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -20,7 +19,6 @@ from transformers.utils import PaddingStrategy
 
 import fastcollate
 from compare import assert_same_batch, has_object_array
-from fastcollate import _family
 
 SETTINGS = settings(
     max_examples=int(os.environ.get("FASTCOLLATE_EXAMPLES", 50)),
@@ -351,18 +349,10 @@ def test_flattening_layout_and_separate_cu_seq_lens():
 # --- DataCollatorForLanguageModeling ------------------------------------------------------------
 
 
-@contextmanager
-def masking_from(port):
-    """Masks with fastcollate's own copy of the masking code (used when transformers is not
-    installed) instead of transformers' implementation."""
-    saved = list(_family._MASKING)
-    _family._MASKING[:] = [_family._Masking] if port else []
-    try:
-        yield
-    finally:
-        _family._MASKING[:] = saved
-
-
+# mask_rng="torch" masks with transformers' own methods and random streams: the same masks as
+# transformers' collator under the same seed. The default native masking is checked against
+# transformers' distributions in tests/test_masking.py.
+TORCH_MASKS = {"mask_rng": "torch"}
 MASK_PROBABILITIES = [(0.8, 0.1), (1.0, 0.0), (0.0, 1.0), (0.5, 0.4), (0.5, 0.0)]
 
 
@@ -402,7 +392,6 @@ def language_modeling_case(draw):
     extra = {
         "side": draw(st.sampled_from(["right", "left"])),
         "global_seed": draw(st.integers(0, 2**16)),
-        "port": draw(st.booleans()),
     }
     return rows, options, extra
 
@@ -423,7 +412,7 @@ def seeded(fn, seed):
 def test_language_modeling_matches_under_the_same_seed(tokenizers, case):
     rows, options, extra = case
     tokenizer = tokenizers[extra["side"]]
-    ours = fastcollate.DataCollatorForLanguageModeling(tokenizer, **options)
+    ours = fastcollate.DataCollatorForLanguageModeling(tokenizer, **options, **TORCH_MASKS)
     theirs = transformers.DataCollatorForLanguageModeling(tokenizer, **options)
     reference = theirs
     if isinstance(rows[0], torch.Tensor) and options["return_tensors"] == "np":
@@ -432,11 +421,10 @@ def test_language_modeling_matches_under_the_same_seed(tokenizers, case):
         def reference(r):
             return theirs([row.numpy() for row in r])
 
-    with masking_from(extra["port"]):
-        # Two calls: a seeded collator's generator carries on from one batch to the next.
-        for step in range(2):
-            seed = extra["global_seed"] + step
-            assert run_both(seeded(ours, seed), seeded(reference, seed), rows)
+    # Two calls: a seeded collator's generator carries on from one batch to the next.
+    for step in range(2):
+        seed = extra["global_seed"] + step
+        assert run_both(seeded(ours, seed), seeded(reference, seed), rows)
 
 
 SENTENCES = [
@@ -455,10 +443,9 @@ SENTENCES = [
     return_tensors=st.sampled_from(["pt", "np"]),
     seed=st.integers(0, 2**16),
     with_special_mask=st.booleans(),
-    port=st.booleans(),
 )
 def test_whole_word_masking_matches(
-    tokenizers, picks, probability, return_tensors, seed, with_special_mask, port
+    tokenizers, picks, probability, return_tensors, seed, with_special_mask
 ):
     tokenizer = tokenizers["right"]
     encoded = tokenizer(
@@ -477,10 +464,9 @@ def test_whole_word_masking_matches(
     }
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "Setting mask_replace_prob to 1", from both
-        ours = fastcollate.DataCollatorForLanguageModeling(tokenizer, **kwargs)
+        ours = fastcollate.DataCollatorForLanguageModeling(tokenizer, **kwargs, **TORCH_MASKS)
         theirs = transformers.DataCollatorForLanguageModeling(tokenizer, **kwargs)
-    with masking_from(port):
-        assert run_both(ours, theirs, rows)
+    assert run_both(ours, theirs, rows)
 
 
 def test_special_tokens_from_an_overriding_tokenizer_are_asked_row_by_row(tokenizers):
@@ -493,7 +479,9 @@ def test_special_tokens_from_an_overriding_tokenizer_are_asked_row_by_row(tokeni
 
     tokenizer.__class__ = NothingSpecial
     rows = [{"input_ids": [101, 2000, 102]}, {"input_ids": [101, 102]}]
-    ours = fastcollate.DataCollatorForLanguageModeling(tokenizer, mlm_probability=1.0)
+    ours = fastcollate.DataCollatorForLanguageModeling(
+        tokenizer, mlm_probability=1.0, **TORCH_MASKS
+    )
     theirs = transformers.DataCollatorForLanguageModeling(tokenizer, mlm_probability=1.0)
     torch.manual_seed(0)
     batch = ours(rows)
@@ -512,14 +500,19 @@ def test_seeded_generator_in_a_dataloader_worker_is_seed_plus_worker_id(tokenize
     monkeypatch.setattr(torch.utils.data, "get_worker_info", lambda: types.SimpleNamespace(id=3))
     for return_tensors in ("pt", "np"):
         kwargs = {"seed": 11, "mlm_probability": 0.5, "return_tensors": return_tensors}
-        ours = fastcollate.DataCollatorForLanguageModeling(tokenizers["right"], **kwargs)
+        ours = fastcollate.DataCollatorForLanguageModeling(
+            tokenizers["right"], **kwargs, **TORCH_MASKS
+        )
         theirs = transformers.DataCollatorForLanguageModeling(tokenizers["right"], **kwargs)
         assert_same_batch(ours(rows), theirs(rows))
         assert_same_batch(ours(rows), theirs(rows))  # the generator carries on
     monkeypatch.setattr(torch.utils.data, "get_worker_info", lambda: None)
-    outside = fastcollate.DataCollatorForLanguageModeling(tokenizers["right"], seed=1)
-    with pytest.raises(ValueError, match="Worker process information"):
-        outside(rows)
+    for mask_rng in ("native", "torch"):
+        outside = fastcollate.DataCollatorForLanguageModeling(
+            tokenizers["right"], seed=1, mask_rng=mask_rng
+        )
+        with pytest.raises(ValueError, match="Worker process information"):
+            outside(rows)
 
 
 def test_causal_labels_mask_padding(tokenizers):
@@ -624,6 +617,8 @@ def test_language_modeling_bad_input(tokenizers):
         )
     with pytest.raises(ValueError, match="Whole word masking"):
         fastcollate.DataCollatorForLanguageModeling(tokenizer, mlm=False, whole_word_mask=True)
+    with pytest.raises(ValueError, match="mask_rng must be 'native' or 'torch'"):
+        fastcollate.DataCollatorForLanguageModeling(tokenizer, mask_rng="numpy")
 
     unpaddable = fastcollate.DataCollatorForLanguageModeling(no_pad_token(tokenizer), mlm=False)
     raises_untouched(ValueError, "pad token", unpaddable, [[1, 2], [3]])

@@ -3,12 +3,12 @@
 from ._arrow import ArrowBatch, ArrowBatches
 from ._collators import DataCollatorWithPadding, DefaultDataCollator, default_data_collator
 from ._family import (
-    DataCollatorForLanguageModeling,
     DataCollatorForSeq2Seq,
     DataCollatorForTokenClassification,
     DataCollatorWithFlattening,
 )
 from ._grouping import get_length_grouped_indices, sequence_lengths
+from ._language_modeling import DataCollatorForLanguageModeling
 from ._multiple_choice import DataCollatorForMultipleChoice
 from ._native import __version__, build_profile
 from ._padding import pad

@@ -36,6 +36,22 @@ def group_by_length(
     mega_batch_mult: int | None = None,
 ) -> np.ndarray: ...  # int64 grouped indices
 
+def mask_tokens(
+    input_ids: np.ndarray,  # int64, (rows, columns), C-contiguous, writeable: masked in place
+    *,
+    seed: int,  # 0 <= seed < 2**64; with worker and batch, keys the random stream
+    worker: int,
+    batch: int,
+    mlm_probability: float,
+    mask_replace_prob: float,
+    random_replace_prob: float,
+    mask_token_id: int,
+    vocab_size: int,  # random replacements are uniform over range(vocab_size)
+    special_ids: np.ndarray,  # int64, sorted: never selected (unless special_tokens_mask given)
+    special_tokens_mask: np.ndarray | None = None,  # int64, (rows, columns); nonzero: special
+    offset_mapping: np.ndarray | None = None,  # int64, (rows, columns, 2): whole-word masking
+) -> np.ndarray: ...  # int64 labels, (rows, columns): the original id where selected, else -100
+
 def flatten_batch(
     features: Sequence[Mapping[str, Any]],
     *,

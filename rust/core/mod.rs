@@ -6,4 +6,5 @@ pub mod column;
 pub mod error;
 pub mod flatten;
 pub mod grouping;
+pub mod masking;
 pub mod pad;

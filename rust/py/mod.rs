@@ -4,6 +4,7 @@
 mod arrow;
 mod flatten;
 mod grouping;
+mod masking;
 mod read;
 
 use std::collections::HashMap;
@@ -455,6 +456,8 @@ mod _native {
     use super::flatten::flatten_batch;
     #[pymodule_export]
     use super::grouping::group_by_length;
+    #[pymodule_export]
+    use super::masking::mask_tokens;
 
     #[pymodule_init]
     fn init(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {

@@ -1,0 +1,481 @@
+"""`DataCollatorForLanguageModeling`: padding on the Rust core, and masking either on the Rust
+core (the default, `mask_rng="native"`) or with transformers' own masking methods and random
+streams (`mask_rng="torch"`, for masks identical to transformers' under the same seed)."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import _native
+from ._arrow import ArrowBatch
+from ._family import _framework, _TakesArrowBatches
+from ._padding import clamped_multiple, pad, pad_to_multiple_of_invalid
+from ._tensors import is_torch_tensor, torch_module
+
+MASK_RNGS = ("native", "torch")
+_SEEDS = 2**64
+_NO_IDS = np.zeros(0, dtype=np.int64)
+
+
+def _transformers_collator() -> type:
+    """transformers' own DataCollatorForLanguageModeling, also while `patch_transformers()` has
+    put fastcollate's class in its place."""
+    from ._patch import original
+
+    try:
+        return original("transformers.data.data_collator", "DataCollatorForLanguageModeling")
+    except ImportError as err:
+        raise ImportError(
+            "mask_rng='torch' masks with transformers' own code, so it needs transformers "
+            "installed (pip install transformers); the default mask_rng='native' does not"
+        ) from err
+
+
+def _base_special_tokens_mask():
+    try:
+        from transformers.tokenization_utils_base import PreTrainedTokenizerBase
+    except ImportError:  # pragma: no cover - depends on the environment
+        return None
+    return PreTrainedTokenizerBase.get_special_tokens_mask
+
+
+def _asks_tokenizer_per_row(tokenizer: Any) -> bool:
+    """Whether special tokens must come from the tokenizer's own `get_special_tokens_mask`
+    (it replaces transformers' membership test in `all_special_ids`)."""
+    method = getattr(type(tokenizer), "get_special_tokens_mask", None)
+    return method is not None and method is not _base_special_tokens_mask()
+
+
+def _to_numpy(x: Any) -> np.ndarray:
+    if isinstance(x, np.ndarray):
+        return x
+    if hasattr(x, "detach"):
+        return x.detach().cpu().numpy()
+    return np.array(x)
+
+
+def _int64_array(x: Any) -> np.ndarray | None:
+    """An int64 C-contiguous array of `x` (the same array when it already is one)."""
+    if x is None:
+        return None
+    return np.ascontiguousarray(_to_numpy(x), dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class _TokenIds:
+    """What native masking needs from the tokenizer, read once per tokenizer."""
+
+    vocab_size: int
+    mask_token_id: int
+    # Sorted int64 ids never selected (the pad token among them); None where the tokenizer's
+    # own get_special_tokens_mask decides, row by row.
+    special_ids: np.ndarray | None
+
+    @classmethod
+    def read(cls, tokenizer: Any, vocab_size: int) -> _TokenIds:
+        special_ids = None
+        if not _asks_tokenizer_per_row(tokenizer):
+            found = {int(i) for i in tokenizer.all_special_ids if i is not None}
+            special_ids = np.array(sorted(found), dtype=np.int64)
+        mask_token_id = tokenizer.convert_tokens_to_ids(tokenizer.mask_token)
+        return cls(vocab_size, int(mask_token_id), special_ids)
+
+
+def _no_pad_token_error(tokenizer) -> ValueError:
+    return ValueError(
+        "You are attempting to pad samples but the tokenizer you are using"
+        f" ({tokenizer.__class__.__name__}) does not have a pad token."
+    )
+
+
+def _collate_sequences(examples: list, tokenizer: Any, pad_to_multiple_of, return_tensors: str):
+    """transformers' `_torch_collate_batch` / `_numpy_collate_batch` for rows that are bare
+    sequences of ids: padded to the longest (rounded up to `pad_to_multiple_of`) with the pad
+    token on the tokenizer's padding side. Lists become int64; numpy / torch rows keep the
+    first row's dtype (torch rows: also numpy rows under "pt" become int64, as there)."""
+    first = examples[0]
+    pt = return_tensors == "pt"
+    as_int64 = isinstance(first, (list, tuple)) or (pt and isinstance(first, np.ndarray))
+    try:
+        lengths = [len(example) for example in examples]
+    except TypeError as err:
+        raise TypeError(
+            "each example must be a mapping or a sequence of token ids; "
+            f"got a {type(first).__name__} ({err})"
+        ) from err
+    if pad_to_multiple_of_invalid(pad_to_multiple_of) or pad_to_multiple_of == 0:
+        raise ValueError(
+            f"pad_to_multiple_of must be a positive integer, not {pad_to_multiple_of!r}"
+        )
+    pad_to_multiple_of = clamped_multiple(pad_to_multiple_of)
+    needs_padding = any(length != lengths[0] for length in lengths) or (
+        pad_to_multiple_of is not None and lengths[0] % pad_to_multiple_of != 0
+    )
+    if needs_padding and tokenizer.pad_token is None:
+        raise _no_pad_token_error(tokenizer)
+    pad_id = tokenizer.pad_token_id if needs_padding else 0
+    group = (
+        "input_ids",
+        pad_id,
+        "longest" if needs_padding else "do_not_pad",
+        None,
+        pad_to_multiple_of,
+        tokenizer.padding_side != "right",
+        [],
+        None,
+    )
+    native = _native.collate(
+        {"input_ids": examples},
+        [group],
+        float32=False,
+        dtypes={"input_ids": "int64"} if as_int64 else None,
+    )
+    input_ids = native["input_ids"]
+    if not isinstance(input_ids, np.ndarray):
+        raise TypeError("'input_ids' holds values that are not numbers")
+    if pt:
+        torch = torch_module()
+        tensor = torch.from_numpy(input_ids)
+        if is_torch_tensor(first) and tensor.dtype != first.dtype:
+            tensor = _exact_cast(tensor, first.dtype, tensor.to)
+        return tensor
+    if not as_int64:
+        dtype = first.dtype if isinstance(first, np.ndarray) else _to_numpy(first[:0]).dtype
+        if not needs_padding:
+            # Equal lengths are stacked (np.stack), which promotes over every row.
+            dtype = np.result_type(*(_to_numpy(example).dtype for example in examples))
+        if input_ids.dtype != dtype:
+            input_ids = _exact_cast(input_ids, dtype, input_ids.astype)
+    return input_ids
+
+
+def _exact_cast(values: Any, dtype: Any, cast: Any) -> Any:
+    """`cast(dtype)` of the padded ids (the first row's dtype, as transformers keeps it), or a
+    ValueError where that would change a value (transformers wraps them around silently) or
+    could not hold the -100 of the labels."""
+    name = str(dtype).removeprefix("torch.")
+    if name.startswith("uint") or name == "bool":
+        raise ValueError(
+            f"'input_ids' rows are {name}, which cannot hold the -100 of language-modeling "
+            "labels; use a signed integer dtype"
+        )
+    converted = cast(dtype)
+    back = converted.to(values.dtype) if is_torch_tensor(values) else converted.astype(values.dtype)
+    same = (back == values) | (back != back) & (values != values)
+    if not bool(same.all()):
+        raise ValueError(
+            f"'input_ids' holds values that the first row's dtype ({name}) cannot hold; give "
+            "every row the same dtype"
+        )
+    return converted
+
+
+def _global_seed(framework: str) -> int:
+    """One 64-bit seed from the global generator the framework's users seed: torch's
+    (`torch.manual_seed`, `transformers.set_seed`, DataLoader workers) or numpy's."""
+    if framework == "pt":
+        torch = torch_module()
+        return torch.randint(-(2**63), 2**63 - 1, (), dtype=torch.int64).item() % _SEEDS
+    return int(np.random.randint(0, _SEEDS, dtype=np.uint64))
+
+
+def _worker_id() -> int:
+    """The DataLoader worker this process is (0 in the main process). Elsewhere than a
+    DataLoader worker, a child process cannot be told apart from its siblings: an error, as
+    transformers' seeded collator raises."""
+    if mp.current_process().name == "MainProcess":
+        return 0
+    worker_info = torch_module().utils.data.get_worker_info()
+    if worker_info is None:
+        raise ValueError(
+            "Worker process information is not available for seeding the generator. The "
+            "`seed` parameter can only be used in a single process or in a PyTorch "
+            "DataLoader with multiple workers."
+        )
+    return int(worker_info.id)
+
+
+@dataclass
+class DataCollatorForLanguageModeling(_TakesArrowBatches):
+    """Same fields and output as `transformers.DataCollatorForLanguageModeling`, plus
+    `mask_rng`. Padding runs on the Rust core. With mlm=True:
+
+    - `mask_rng="native"` (the default) masks on the Rust core, in place and with the
+      interpreter released: each maskable token (not a special token or padding) is selected
+      with probability `mlm_probability` (with `whole_word_mask`, each word, from
+      `offset_mapping`, by transformers' word-boundary rule); a selected token becomes the mask
+      token with probability `mask_replace_prob`, a random id uniform over `len(tokenizer)` with
+      probability `random_replace_prob`, else stays; labels are the original id where selected
+      and -100 elsewhere. These are transformers' distributions, drawn from fastcollate's own
+      generator (xoshiro256++), so masks are not transformers' bit for bit. With `seed=`, a
+      batch's masks are a pure function of (seed, batch number, DataLoader worker id); without,
+      each batch takes one 64-bit seed from torch's global generator (numpy's for
+      return_tensors="np"), so `torch.manual_seed` / `transformers.set_seed` make runs
+      reproducible and DataLoader workers differ.
+    - `mask_rng="torch"` masks with transformers' own masking methods and random streams
+      (`seed=` or the global torch / numpy generators): the same masks as transformers' collator
+      under the same seed. Needs transformers installed.
+
+    Subclasses that override `torch_mask_tokens` / `numpy_mask_tokens` have them called.
+
+    Unlike transformers, bare torch-tensor rows are padded under return_tensors="np"
+    (transformers raises there)."""
+
+    tokenizer: Any
+    mlm: bool = True
+    whole_word_mask: bool = False
+    mlm_probability: float | None = 0.15
+    mask_replace_prob: float = 0.8
+    random_replace_prob: float = 0.1
+    pad_to_multiple_of: int | None = None
+    return_tensors: str = "pt"
+    seed: int | None = None
+    mask_rng: str = "native"
+
+    def __post_init__(self):
+        if self.mask_rng not in MASK_RNGS:
+            raise ValueError(f"mask_rng must be 'native' or 'torch', not {self.mask_rng!r}")
+        if self.mask_rng == "torch":
+            _transformers_collator()
+        if self.mlm:
+            if self.tokenizer.mask_token is None:
+                raise ValueError(
+                    "This tokenizer does not have a mask token which is necessary for masked "
+                    "language modeling. You should pass `mlm=False` to train on causal language "
+                    "modeling instead."
+                )
+            if self.mlm_probability is None or not 0 <= self.mlm_probability <= 1:
+                raise ValueError("mlm_probability should be between 0 and 1.")
+            self.mlm_probability = float(self.mlm_probability)
+        elif self.whole_word_mask:
+            raise ValueError(
+                "Whole word masking can only be used with mlm=True."
+                "If you want to use whole word masking, please set mlm=True."
+            )
+        if self.mask_replace_prob + self.random_replace_prob > 1:
+            raise ValueError(
+                "The sum of mask_replace_prob and random_replace_prob should not exceed 1"
+            )
+        if not 0 <= self.mask_replace_prob <= 1:
+            raise ValueError("mask_replace_prob should be between 0 and 1.")
+        if not 0 <= self.random_replace_prob <= 1:
+            raise ValueError("random_replace_prob should be between 0 and 1.")
+        if self.whole_word_mask:
+            if not getattr(self.tokenizer, "is_fast", False):
+                warnings.warn(
+                    "Whole word masking depends on offset mapping which is only natively "
+                    "available with fast tokenizers.",
+                    UserWarning,
+                    stacklevel=2,
+                )
+            if self.mask_replace_prob < 1:
+                warnings.warn(
+                    "Random token replacement is not supported with whole word masking. "
+                    "Setting mask_replace_prob to 1.",
+                    stacklevel=2,
+                )
+                self.mask_replace_prob = 1
+                self.random_replace_prob = 0
+        self.mask_replace_prob = float(self.mask_replace_prob)
+        self.random_replace_prob = float(self.random_replace_prob)
+        self.generator = None  # mask_rng="torch" with seed=: transformers' generator
+        self._batches_masked = 0  # native masking with seed=: the batch number
+        self._token_ids_cache: tuple[Any, _TokenIds] | None = None
+
+    _batch_methods = ("__call__", "torch_call", "numpy_call", "_collate")
+
+    def __call__(self, features, return_tensors=None):
+        if return_tensors is None:
+            return_tensors = self.return_tensors
+        if _framework(return_tensors) == "pt":
+            return self.torch_call(features)
+        return self.numpy_call(features)
+
+    def get_generator(self, seed):
+        if self.return_tensors == "pt":
+            return torch_module().Generator().manual_seed(seed)
+        return np.random.default_rng(seed)
+
+    def create_rng(self):
+        """mask_rng="torch": transformers' generator (seed + worker id in a DataLoader worker)."""
+        self.generator = self.get_generator(self.seed + _worker_id())
+
+    def _collate(self, examples, return_tensors: str):
+        if self.mask_rng == "torch" and self.seed is not None and self.generator is None:
+            self.create_rng()
+        if isinstance(examples, Mapping):
+            raise TypeError("a collator takes a list of rows, not a mapping")
+        arrow = isinstance(examples, ArrowBatch)
+        if not isinstance(examples, (list, tuple)) and not arrow:
+            examples = list(examples)
+        if not len(examples):
+            raise ValueError("cannot collate an empty batch: no rows were given")
+        # An ArrowBatch's rows are mappings; pad() reads them from Arrow.
+        if arrow or isinstance(examples[0], Mapping):
+            batch = pad(
+                examples,
+                self.tokenizer,
+                return_tensors=return_tensors,
+                pad_to_multiple_of=self.pad_to_multiple_of,
+            )
+        else:
+            batch = {
+                "input_ids": _collate_sequences(
+                    examples, self.tokenizer, self.pad_to_multiple_of, return_tensors
+                )
+            }
+        special_tokens_mask = batch.pop("special_tokens_mask", None)
+        offset_mapping = batch.pop("offset_mapping", None)
+        if self.mlm and special_tokens_mask is None and self.mask_rng == "torch":
+            # transformers would ask the tokenizer row by row; the same mask, at once.
+            special_tokens_mask = self._special_tokens_mask(batch["input_ids"])
+        return batch, special_tokens_mask, offset_mapping
+
+    def torch_call(self, examples):
+        batch, special_tokens_mask, offset_mapping = self._collate(examples, "pt")
+        if self.mlm:
+            batch["input_ids"], batch["labels"] = self.torch_mask_tokens(
+                batch["input_ids"],
+                special_tokens_mask=special_tokens_mask,
+                offset_mapping=offset_mapping,
+            )
+        else:
+            labels = batch["input_ids"].clone()
+            if self.tokenizer.pad_token_id is not None:
+                labels[labels == self.tokenizer.pad_token_id] = -100
+            batch["labels"] = labels
+        return batch
+
+    def numpy_call(self, examples):
+        batch, special_tokens_mask, offset_mapping = self._collate(examples, "np")
+        if self.mlm:
+            batch["input_ids"], batch["labels"] = self.numpy_mask_tokens(
+                batch["input_ids"],
+                special_tokens_mask=special_tokens_mask,
+                offset_mapping=offset_mapping,
+            )
+        else:
+            labels = np.copy(batch["input_ids"])
+            if self.tokenizer.pad_token_id is not None:
+                labels[labels == self.tokenizer.pad_token_id] = -100
+            batch["labels"] = labels
+        return batch
+
+    def _special_tokens_mask(self, input_ids):
+        """The mask `tokenizer.get_special_tokens_mask(row, already_has_special_tokens=True)`
+        gives for every row (membership in `all_special_ids`), computed in one vectorized
+        step. None (masking then asks the tokenizer row by row) when the tokenizer has its own
+        get_special_tokens_mask or the ids are not integers."""
+        if _base_special_tokens_mask() is None or _asks_tokenizer_per_row(self.tokenizer):
+            return None
+        special_ids = sorted({int(i) for i in self.tokenizer.all_special_ids if i is not None})
+        if isinstance(input_ids, np.ndarray):
+            if input_ids.dtype.kind not in "iu":
+                return None
+            return np.isin(input_ids, np.array(special_ids, dtype=np.int64)).astype(np.int64)
+        torch = torch_module()
+        if input_ids.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
+            return None
+        ids = torch.tensor(special_ids, dtype=torch.int64)
+        return torch.isin(input_ids.to(torch.int64), ids).to(torch.int64)
+
+    def torch_mask_tokens(self, inputs, special_tokens_mask=None, offset_mapping=None):
+        """Masked-LM inputs and labels from a padded tensor of ids (modified in place)."""
+        if self.mask_rng == "torch":
+            return _transformers_collator().torch_mask_tokens(
+                self, inputs, special_tokens_mask=special_tokens_mask, offset_mapping=offset_mapping
+            )
+        torch = torch_module()
+        in_place = (
+            inputs.dtype == torch.int64 and inputs.device.type == "cpu" and inputs.is_contiguous()
+        )
+        # Otherwise masked in an int64 copy, written back below.
+        ids = (inputs if in_place else inputs.detach().to("cpu", torch.int64).contiguous()).numpy()
+        labels = torch.from_numpy(
+            self._mask_natively(ids, special_tokens_mask, offset_mapping, "pt")
+        )
+        if not in_place:
+            inputs.copy_(torch.from_numpy(ids))
+            labels = labels.to(device=inputs.device, dtype=inputs.dtype)
+        return inputs, labels
+
+    def numpy_mask_tokens(self, inputs, special_tokens_mask=None, offset_mapping=None):
+        """Masked-LM inputs and labels from a padded array of ids (modified in place)."""
+        if self.mask_rng == "torch":
+            return _transformers_collator().numpy_mask_tokens(
+                self, inputs, special_tokens_mask=special_tokens_mask, offset_mapping=offset_mapping
+            )
+        inputs = np.asarray(inputs)
+        in_place = inputs.dtype == np.int64 and inputs.flags.c_contiguous and inputs.flags.writeable
+        ids = inputs if in_place else inputs.astype(np.int64, order="C")
+        labels = self._mask_natively(ids, special_tokens_mask, offset_mapping, "np")
+        if not in_place:
+            inputs[...] = ids
+            labels = labels.astype(inputs.dtype)
+        return inputs, labels
+
+    def _token_ids(self) -> _TokenIds:
+        """The tokenizer's ids, read again only for another tokenizer or a changed vocabulary
+        (`add_special_tokens` grows it)."""
+        vocab_size = len(self.tokenizer)
+        cached = self._token_ids_cache
+        if cached is None or cached[0] is not self.tokenizer or cached[1].vocab_size != vocab_size:
+            cached = (self.tokenizer, _TokenIds.read(self.tokenizer, vocab_size))
+            self._token_ids_cache = cached
+        return cached[1]
+
+    def _stream_key(self, framework: str) -> tuple[int, int, int]:
+        """(seed, worker, batch number) keying one batch's random stream."""
+        if self.seed is None:
+            return _global_seed(framework), 0, 0
+        batch = self._batches_masked
+        self._batches_masked += 1
+        return int(self.seed) % _SEEDS, _worker_id(), batch
+
+    def _mask_natively(self, ids: np.ndarray, special_tokens_mask, offset_mapping, framework):
+        """Masks `ids` (int64, C-contiguous) in place on the Rust core; returns the labels."""
+        if ids.ndim != 2:
+            raise ValueError(
+                f"masking needs a 2-d batch of 'input_ids' (rows x tokens), got {ids.ndim}-d"
+            )
+        token_ids = self._token_ids()
+        if special_tokens_mask is None and token_ids.special_ids is None:
+            special_tokens_mask = [
+                self.tokenizer.get_special_tokens_mask(row, already_has_special_tokens=True)
+                for row in ids.tolist()
+            ]
+        if self.whole_word_mask and offset_mapping is None:
+            raise ValueError(
+                "whole_word_mask needs 'offset_mapping' in the rows: tokenize with "
+                "return_offsets_mapping=True"
+            )
+        seed, worker, batch = self._stream_key(framework)
+        return _native.mask_tokens(
+            ids,
+            seed=seed,
+            worker=worker,
+            batch=batch,
+            mlm_probability=self.mlm_probability,
+            mask_replace_prob=self.mask_replace_prob,
+            random_replace_prob=self.random_replace_prob,
+            mask_token_id=token_ids.mask_token_id,
+            vocab_size=token_ids.vocab_size,
+            special_ids=_NO_IDS if token_ids.special_ids is None else token_ids.special_ids,
+            special_tokens_mask=_int64_array(special_tokens_mask),
+            offset_mapping=_int64_array(offset_mapping) if self.whole_word_mask else None,
+        )
+
+    # transformers' masking methods (mask_rng="torch") call these on the collator.
+    @staticmethod
+    def _calc_word_ids_and_prob_mask(offsets, special_tokens_mask):
+        return _transformers_collator()._calc_word_ids_and_prob_mask(offsets, special_tokens_mask)
+
+    @staticmethod
+    def _whole_word_mask(word_ids, mask):
+        return _transformers_collator()._whole_word_mask(word_ids, mask)

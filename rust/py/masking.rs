@@ -1,0 +1,96 @@
+//! Binding for masked-LM masking: borrows the padded `input_ids` array for writing, masks it in
+//! place with the interpreter released, and hands the labels buffer to numpy without a copy.
+
+use numpy::ndarray::Array2;
+use numpy::{
+    IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3,
+    PyUntypedArrayMethods,
+};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+use super::to_py_err;
+use crate::core::masking::{self, MaskOptions, Special, Xoshiro256PlusPlus};
+
+fn contiguous<'a, T>(slice: Result<&'a [T], numpy::AsSliceError>, key: &str) -> PyResult<&'a [T]> {
+    slice.map_err(|_| PyValueError::new_err(format!("'{key}' must be a C-contiguous array")))
+}
+
+/// Masks `input_ids` (int64, 2-d, C-contiguous, writeable) in place and returns the labels
+/// (int64, same shape). Special positions come from `special_tokens_mask` when given (nonzero:
+/// special), else from `special_ids` (sorted). `offset_mapping` (rows x columns x 2) turns on
+/// whole-word masking. The random stream is keyed by (seed, worker, batch).
+#[pyfunction]
+#[pyo3(signature = (
+    input_ids, *, seed, worker, batch, mlm_probability, mask_replace_prob, random_replace_prob,
+    mask_token_id, vocab_size, special_ids, special_tokens_mask=None, offset_mapping=None
+))]
+#[allow(clippy::too_many_arguments)]
+pub fn mask_tokens<'py>(
+    py: Python<'py>,
+    input_ids: &Bound<'py, PyArray2<i64>>,
+    seed: u64,
+    worker: u64,
+    batch: u64,
+    mlm_probability: f64,
+    mask_replace_prob: f64,
+    random_replace_prob: f64,
+    mask_token_id: i64,
+    vocab_size: u64,
+    special_ids: PyReadonlyArray1<'py, i64>,
+    special_tokens_mask: Option<PyReadonlyArray2<'py, i64>>,
+    offset_mapping: Option<PyReadonlyArray3<'py, i64>>,
+) -> PyResult<Bound<'py, PyArray2<i64>>> {
+    let (rows, columns) = (input_ids.shape()[0], input_ids.shape()[1]);
+    if let Some(mask) = &special_tokens_mask {
+        if mask.shape() != [rows, columns] {
+            return Err(PyValueError::new_err(format!(
+                "'special_tokens_mask' has shape {:?} but the padded 'input_ids' have {:?}",
+                mask.shape(),
+                [rows, columns]
+            )));
+        }
+    }
+    if let Some(offsets) = &offset_mapping {
+        if offsets.shape() != [rows, columns, 2] {
+            return Err(PyValueError::new_err(format!(
+                "'offset_mapping' has shape {:?}; the padded 'input_ids' need {:?}",
+                offsets.shape(),
+                [rows, columns, 2]
+            )));
+        }
+    }
+    let ids = contiguous(special_ids.as_slice(), "special_ids")?;
+    let special = match &special_tokens_mask {
+        Some(mask) => Special::Flags(contiguous(mask.as_slice(), "special_tokens_mask")?),
+        None => Special::Ids(ids),
+    };
+    let offsets = match &offset_mapping {
+        Some(offsets) => Some(contiguous(offsets.as_slice(), "offset_mapping")?),
+        None => None,
+    };
+    // Fails (instead of aliasing) when input_ids is read-only or is one of the arrays above.
+    let mut writable = input_ids.try_readwrite().map_err(|err| {
+        PyValueError::new_err(format!("'input_ids' cannot be masked in place: {err}"))
+    })?;
+    let values = writable
+        .as_slice_mut()
+        .map_err(|_| PyValueError::new_err("'input_ids' must be a C-contiguous array"))?;
+    let options = MaskOptions {
+        mlm_probability,
+        mask_replace_prob,
+        random_replace_prob,
+        mask_token_id,
+        vocab_size,
+    };
+    let labels = py
+        .detach(|| {
+            let mut rng = Xoshiro256PlusPlus::for_batch(seed, worker, batch);
+            masking::mask_tokens(values, columns, &special, offsets, &options, &mut rng)
+        })
+        .map_err(to_py_err)?;
+    // The labels Vec moves into numpy: no copy.
+    Ok(Array2::from_shape_vec((rows, columns), labels)
+        .map_err(|e| PyValueError::new_err(e.to_string()))?
+        .into_pyarray(py))
+}
