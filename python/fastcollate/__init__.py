@@ -10,6 +10,7 @@ from ._family import (
 )
 from ._grouping import get_length_grouped_indices, sequence_lengths
 from ._native import __version__, build_profile
+from ._packing import PackedBatchSampler
 from ._padding import pad
 from ._patch import TransformersPatch, patch_transformers, unpatch_transformers
 
@@ -28,6 +29,8 @@ __all__ = [
     "sequence_lengths",
     "LengthGroupedSampler",
     "DistributedLengthGroupedSampler",
+    "BatchRebalanceSampler",
+    "PackedBatchSampler",
     "Trainer",
     "patch_transformers",
     "unpatch_transformers",
@@ -40,6 +43,7 @@ __all__ = [
 _LAZY = {
     "LengthGroupedSampler": "._samplers",
     "DistributedLengthGroupedSampler": "._samplers",
+    "BatchRebalanceSampler": "._rebalance",
     "Trainer": "._trainer",
 }
 

@@ -5,6 +5,7 @@ mod arrow;
 mod flatten;
 mod grouping;
 mod read;
+mod sampling;
 
 use std::collections::HashMap;
 
@@ -427,6 +428,8 @@ mod _native {
     use super::flatten::flatten_batch;
     #[pymodule_export]
     use super::grouping::group_by_length;
+    #[pymodule_export]
+    use super::sampling::{pack_epoch, rebalance_epoch};
 
     #[pymodule_init]
     fn init(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
