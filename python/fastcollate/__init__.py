@@ -32,6 +32,7 @@ __all__ = [
     "BatchRebalanceSampler",
     "PackedBatchSampler",
     "Trainer",
+    "TrainingArguments",
     "patch_transformers",
     "unpatch_transformers",
     "TransformersPatch",
@@ -45,6 +46,7 @@ _LAZY = {
     "DistributedLengthGroupedSampler": "._samplers",
     "BatchRebalanceSampler": "._rebalance",
     "Trainer": "._trainer",
+    "TrainingArguments": "._training_args",
 }
 
 
