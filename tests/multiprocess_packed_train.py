@@ -11,11 +11,10 @@ import os
 
 import datasets
 import torch
-import transformers
+from test_packed_training import VOCAB, tiny_model
 
 import fastcollate
 
-VOCAB = 96
 ROWS = 90
 BUDGET = 96
 
@@ -44,19 +43,8 @@ def main() -> None:
 
     sequences = counting_rows(ROWS, options.seed)
     dataset = datasets.Dataset.from_dict({"input_ids": sequences})
-    torch.manual_seed(options.seed)
-    config = transformers.LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        pad_token_id=0,
-        attn_implementation="sdpa",
-    )
-    model = transformers.LlamaForCausalLM(config)
+    # Trainer sets use_cache=False (args.use_cache), as packed sequences need.
+    model = tiny_model("llama", "sdpa", seed=options.seed)
     args = fastcollate.TrainingArguments(
         output_dir=options.out,
         train_sampling_strategy="packed",

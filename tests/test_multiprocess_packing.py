@@ -4,40 +4,20 @@ per epoch, and the loss is finite and falls. Deselect with `-m "not slow"`."""
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from test_multiprocess import free_port
+from test_multiprocess import WORLD_SIZE, launch
 
 SCRIPT = Path(__file__).with_name("multiprocess_packed_train.py")
-WORLD_SIZE = 2
 EPOCHS = 2
 BUDGET = 96
 
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
-    out = tmp_path_factory.mktemp("packed")
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        f"--nproc_per_node={WORLD_SIZE}",
-        "--master_addr=127.0.0.1",
-        f"--master_port={free_port()}",
-        str(SCRIPT),
-        "--out",
-        str(out),
-    ]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return [json.loads((out / f"rank{rank}.json").read_text()) for rank in range(WORLD_SIZE)]
+    return launch(tmp_path_factory.mktemp("packed") / "run", seed=0, script=SCRIPT)
 
 
 @pytest.mark.slow

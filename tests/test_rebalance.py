@@ -11,6 +11,7 @@ import torch
 import transformers
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_trainer import sentence, training_args
 from transformers import trainer_pt_utils as hf
 
 import fastcollate
@@ -146,14 +147,6 @@ def test_bad_lengths_name_the_row():
 # --- Trainer ------------------------------------------------------------------------------
 
 
-WORDS = "the quick brown fox jumps over a lazy dog while seven small birds sing loudly".split()
-
-
-def sentence(i: int) -> str:
-    n = 2 + (i * 7) % 13
-    return " ".join(WORDS[(i + k) % len(WORDS)] for k in range(n))
-
-
 @pytest.fixture(scope="module")
 def train_split(bert_tokenizer):
     texts = [sentence(i) for i in range(30)]
@@ -166,20 +159,13 @@ def rebalance_run(trainer_cls, model_path, tokenizer, train, tmp_path):
     model = transformers.AutoModelForSequenceClassification.from_pretrained(
         model_path, num_labels=2
     )
-    args = transformers.TrainingArguments(
-        output_dir=str(tmp_path),
-        per_device_train_batch_size=4,
+    args = training_args(
+        tmp_path,
+        "batch_rebalance",
         gradient_accumulation_steps=2,
+        max_steps=-1,
         num_train_epochs=2,
-        logging_steps=1,
-        learning_rate=5e-4,
-        seed=0,
-        report_to="none",
-        use_cpu=True,
-        save_strategy="no",
-        disable_tqdm=True,
         dataloader_drop_last=False,
-        train_sampling_strategy="batch_rebalance",
     )
     trainer = trainer_cls(model=model, args=args, train_dataset=train, processing_class=tokenizer)
     trainer.train()
