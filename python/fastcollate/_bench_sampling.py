@@ -172,7 +172,7 @@ def format_table(results: list[SamplingResult], options: argparse.Namespace) -> 
         f"fastcollate {fastcollate.__version__} ({fastcollate.build_profile} build)",
         "",
         f"{'distribution':<13} {'sampler':<16} {'real tokens':>11} {'batches':>9} "
-        f"{'fastcollate':>12} {'transformers':>13}",
+        f"{'s/epoch':>12} {'transformers':>13}",
     ]
     lines.append("-" * len(lines[-1]))
     for r in results:
@@ -184,7 +184,8 @@ def format_table(results: list[SamplingResult], options: argparse.Namespace) -> 
     lines.append("")
     lines.append(
         "real tokens: padded samplers, real / (rows x longest row) per batch; packing, real / "
-        "(batches x max_tokens)."
+        "(batches x max_tokens). s/epoch: torch's RandomSampler for random, fastcollate's "
+        "samplers otherwise; transformers: its twin on the same lengths (same output)."
     )
     return "\n".join(lines)
 
