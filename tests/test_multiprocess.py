@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -26,15 +25,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(out: Path, seed: int) -> list[dict]:
+def launch(out: Path, seed: int, script: Path = SCRIPT) -> list[dict]:
+    """Runs `script` on WORLD_SIZE processes; returns each rank's OUT/rank{N}.json."""
     out.mkdir()
-    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or "torchrun"
+    # torch's launcher as a module: a venv that inherits its packages has no torchrun script.
     command = [
-        torchrun,
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
         f"--nproc_per_node={WORLD_SIZE}",
         "--master_addr=127.0.0.1",
         f"--master_port={free_port()}",
-        str(SCRIPT),
+        str(script),
         "--out",
         str(out),
         "--seed",

@@ -11,6 +11,7 @@ from ._grouping import get_length_grouped_indices, sequence_lengths
 from ._language_modeling import DataCollatorForLanguageModeling
 from ._multiple_choice import DataCollatorForMultipleChoice
 from ._native import __version__, build_profile
+from ._packing import PackedBatchSampler
 from ._padding import pad
 from ._patch import TransformersPatch, patch_transformers, unpatch_transformers
 
@@ -30,7 +31,10 @@ __all__ = [
     "sequence_lengths",
     "LengthGroupedSampler",
     "DistributedLengthGroupedSampler",
+    "BatchRebalanceSampler",
+    "PackedBatchSampler",
     "Trainer",
+    "TrainingArguments",
     "patch_transformers",
     "unpatch_transformers",
     "TransformersPatch",
@@ -42,7 +46,9 @@ __all__ = [
 _LAZY = {
     "LengthGroupedSampler": "._samplers",
     "DistributedLengthGroupedSampler": "._samplers",
+    "BatchRebalanceSampler": "._rebalance",
     "Trainer": "._trainer",
+    "TrainingArguments": "._training_args",
 }
 
 

@@ -9,10 +9,14 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fastcollate")
     commands = parser.add_subparsers(dest="command", required=True)
-    from . import _bench
+    from . import _bench, _bench_sampling
 
-    _bench.build_parser(commands.add_parser("bench", help="time fastcollate against transformers"))
+    bench = commands.add_parser("bench", help="time fastcollate against transformers")
+    _bench.build_parser(bench)
+    _bench_sampling.add_arguments(bench)
     args = parser.parse_args(argv)
+    if args.command == "bench" and args.sampling:
+        return _bench_sampling.run_from_args(args)
     if args.command == "bench":
         return _bench.run_and_print(args)[0]
     return 0

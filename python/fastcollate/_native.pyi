@@ -96,3 +96,30 @@ def collate_arrow(
     dtypes: Mapping[str, str] | None = None,
     keys: Sequence[str] | None = None,
 ) -> dict[str, np.ndarray | list[Any]]: ...
+
+# transformers' BatchRebalanceSampler epoch for `order` (its torch.randperm): (indices,
+# offsets) of `rank`'s micro-batches, or every rank's (rank-major per step) when rank is None.
+def rebalance_epoch(
+    lengths: np.ndarray,
+    order: np.ndarray,
+    effective_batch_size: int,
+    dp_size: int,
+    grad_accum: int,
+    drop_last: bool,
+    rank: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]: ...
+
+# One epoch of batches of at most max_tokens tokens, rank's share: (indices, offsets).
+def pack_epoch(
+    lengths: np.ndarray,
+    max_tokens: int,
+    *,
+    window: int,
+    shuffle: bool,
+    seed: int,
+    epoch: int,
+    truncate: bool,
+    num_replicas: int,
+    rank: int,
+    drop_last: bool,
+) -> tuple[np.ndarray, np.ndarray]: ...

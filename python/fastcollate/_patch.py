@@ -24,6 +24,7 @@ _TARGETS: dict[str, tuple[str, ...]] = {
     "LengthGroupedSampler": ("transformers.trainer_pt_utils", "transformers.trainer"),
     "DistributedLengthGroupedSampler": ("transformers.trainer_pt_utils",),
     "get_length_grouped_indices": ("transformers.trainer_pt_utils",),
+    "BatchRebalanceSampler": ("transformers.trainer_pt_utils", "transformers.trainer"),
 }
 
 # (module object, attribute, the object transformers had there before patching).
@@ -107,10 +108,10 @@ class TransformersPatch:
 def patch_transformers() -> TransformersPatch:
     """Makes transformers build fastcollate's objects: its collators (in `transformers`,
     `transformers.data`, `transformers.data.data_collator` and the Trainer's defaults) and its
-    `LengthGroupedSampler`, `DistributedLengthGroupedSampler` and `get_length_grouped_indices`
-    (in `transformers.trainer_pt_utils` and `transformers.trainer`). Code that imported a name
-    (`from transformers import X`) before the call keeps the object it imported. Calling it
-    again is harmless.
+    `LengthGroupedSampler`, `DistributedLengthGroupedSampler`, `get_length_grouped_indices` and
+    `BatchRebalanceSampler` (in `transformers.trainer_pt_utils` and `transformers.trainer`).
+    Code that imported a name (`from transformers import X`) before the call keeps the object it
+    imported. Calling it again is harmless.
 
     Undo with `unpatch_transformers()`, the returned handle's `undo()`, or
     `with fastcollate.patch_transformers(): ...`."""

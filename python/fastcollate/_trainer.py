@@ -14,6 +14,12 @@ from ._arrow import unwrap, wrap_for_trainer
 from ._collators import DataCollatorWithPadding, default_data_collator
 from ._grouping import _is_datasets_dataset, sequence_lengths
 from ._samplers import LengthGroupedSampler
+from ._trainer_sampling import (
+    CutToTokenBudget,
+    is_packed,
+    packed_sampler,
+    rebalance_sampler,
+)
 
 
 def default_collator(processing_class: Any) -> Any:
@@ -50,6 +56,14 @@ class Trainer(transformers.Trainer):
         super().__init__(*args, **kwargs)
         if not collator_given:
             self.data_collator = default_collator(self.processing_class)
+            if is_packed(self.args):
+                from ._family import DataCollatorWithFlattening
+
+                self.data_collator = DataCollatorWithFlattening()
+        if is_packed(self.args) and getattr(self.args, "packing_truncation", False):
+            self.data_collator = CutToTokenBudget(
+                self.data_collator, self.args.max_tokens_per_batch
+            )
 
     def _remove_unused_columns(self, dataset: Any, description: Any = None) -> Any:
         # After transformers drops the columns the model does not take, a datasets.Dataset whose
@@ -78,11 +92,14 @@ class Trainer(transformers.Trainer):
         if train_dataset is None:
             train_dataset = self.train_dataset
         train_dataset = unwrap(train_dataset)
-        if (
-            self.args.train_sampling_strategy != "group_by_length"
-            or train_dataset is None
-            or not has_length(train_dataset)
-        ):
+        strategy = self.args.train_sampling_strategy
+        if train_dataset is not None and has_length(train_dataset):
+            # Rank-aware batch samplers over lengths read from Arrow (see _trainer_sampling).
+            if strategy == "batch_rebalance":
+                return rebalance_sampler(self.args, self._dataset_lengths(train_dataset))
+            if is_packed(self.args):
+                return packed_sampler(self.args, self._dataset_lengths(train_dataset))
+        if strategy != "group_by_length" or train_dataset is None or not has_length(train_dataset):
             return super()._get_train_sampler(train_dataset)
         return LengthGroupedSampler(
             self.args.train_batch_size * self.args.gradient_accumulation_steps,

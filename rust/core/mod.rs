@@ -2,9 +2,12 @@
 //! Python; the binding layer in `rust/py` only converts Python objects to and from it.
 
 pub mod arrow;
+pub mod batches;
 pub mod column;
 pub mod error;
 pub mod flatten;
 pub mod grouping;
 pub mod masking;
+pub mod packing;
 pub mod pad;
+pub mod rebalance;

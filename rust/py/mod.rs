@@ -6,6 +6,7 @@ mod flatten;
 mod grouping;
 mod masking;
 mod read;
+mod sampling;
 
 use std::collections::HashMap;
 
@@ -458,6 +459,8 @@ mod _native {
     use super::grouping::group_by_length;
     #[pymodule_export]
     use super::masking::mask_tokens;
+    #[pymodule_export]
+    use super::sampling::{pack_epoch, rebalance_epoch};
 
     #[pymodule_init]
     fn init(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {

@@ -1,0 +1,112 @@
+"""The batch samplers as `fastcollate.Trainer` hands them to transformers' training loop.
+
+transformers' Trainer passes a `BatchRebalanceSampler` to its DataLoader as `batch_sampler`
+and keeps accelerate from sharding it again (it is rank-aware already); any other sampler is
+batched by `per_device_train_batch_size` and sharded by accelerate. Both of fastcollate's
+batch samplers are rank-aware batch samplers, so the Trainer gets them as subclasses of
+transformers' `BatchRebalanceSampler` too: that routes them down the same path with no copy
+of transformers' DataLoader code. Only the type is borrowed; every method is fastcollate's.
+They derive from fastcollate's `BatchRebalanceSampler` as well, which is the name the Trainer
+checks while `patch_transformers()` is active."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._packing import PackedBatchSampler
+from ._patch import original
+from ._rebalance import BatchRebalanceSampler
+from ._training_args import PACKED
+
+_TransformersRebalance = original("transformers.trainer_pt_utils", "BatchRebalanceSampler")
+
+
+class TrainerBatchRebalanceSampler(BatchRebalanceSampler, _TransformersRebalance):
+    """fastcollate's `BatchRebalanceSampler`, taken by the Trainer as transformers' own."""
+
+
+class TrainerPackedBatchSampler(PackedBatchSampler, BatchRebalanceSampler, _TransformersRebalance):
+    """`PackedBatchSampler`, taken by the Trainer as a rank-aware batch sampler."""
+
+
+def _world(args: Any) -> tuple[int, int]:
+    world_size = max(1, args.world_size)
+    return world_size, (args.process_index if world_size > 1 else 0)
+
+
+def rebalance_sampler(args: Any, lengths: Any) -> TrainerBatchRebalanceSampler:
+    """What transformers' `_get_train_sampler` builds for "batch_rebalance" (its default seed,
+    42, included), from lengths read from Arrow."""
+    world_size, rank = _world(args)
+    grad_accum = args.gradient_accumulation_steps
+    return TrainerBatchRebalanceSampler(
+        lengths=lengths,
+        effective_batch_size=args.train_batch_size * grad_accum * world_size,
+        dp_size=world_size,
+        grad_accum=grad_accum,
+        rank=rank,
+        drop_last=args.dataloader_drop_last,
+    )
+
+
+def is_packed(args: Any) -> bool:
+    return getattr(args, "train_sampling_strategy", None) == PACKED
+
+
+def packed_sampler(args: Any, lengths: Any) -> TrainerPackedBatchSampler:
+    """Token-budget batches for this rank, shuffled by the data seed."""
+    budget = getattr(args, "max_tokens_per_batch", None)
+    if budget is None:
+        raise ValueError(
+            "train_sampling_strategy='packed' needs a token budget: use "
+            "fastcollate.TrainingArguments(..., max_tokens_per_batch=N)"
+        )
+    world_size, rank = _world(args)
+    return TrainerPackedBatchSampler(
+        lengths,
+        budget,
+        seed=args.data_seed if args.data_seed is not None else args.seed,
+        num_replicas=world_size,
+        rank=rank,
+        drop_last=args.dataloader_drop_last,
+        truncate=bool(getattr(args, "packing_truncation", False)),
+    )
+
+
+# Keys of a flattened batch with one value per token.
+_TOKEN_KEYS = ("input_ids", "labels", "position_ids", "seq_idx")
+
+
+class CutToTokenBudget:
+    """Wraps a flattening collator for `packing_truncation`: a batch longer than the budget
+    can only be one over-long sequence alone (the sampler packs it so), which is cut to
+    `max_tokens` tokens, its `cu_seq_lens_*` / `max_length_*` with it."""
+
+    def __init__(self, collator: Any, max_tokens: int):
+        self.collator = collator
+        self.max_tokens = max_tokens
+
+    def __call__(self, features: Any, *args: Any, **kwargs: Any) -> Any:
+        batch = self.collator(features, *args, **kwargs)
+        budget = self.max_tokens
+        if batch["input_ids"].shape[-1] <= budget:
+            return batch
+        for key in _TOKEN_KEYS:
+            if key in batch:
+                batch[key] = batch[key][..., :budget]
+        for key in ("cu_seq_lens_q", "cu_seq_lens_k"):
+            if key in batch:
+                bounds = batch[key][:2]
+                bounds = bounds.clone() if hasattr(bounds, "clone") else bounds.copy()
+                bounds[1] = budget
+                batch[key] = bounds
+        for key in ("max_length_q", "max_length_k"):
+            if key in batch:
+                batch[key] = budget
+        return batch
+
+    def __getattr__(self, name: str) -> Any:
+        # The Trainer and ArrowBatches look at the collator's attributes (return_tensors, ...).
+        if name == "collator":  # not set yet (unpickling)
+            raise AttributeError(name)
+        return getattr(self.collator, name)

@@ -1,0 +1,57 @@
+"""`fastcollate.TrainingArguments`: transformers' TrainingArguments plus the token budget of
+the "packed" sampling strategy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import transformers
+
+PACKED = "packed"
+
+
+@dataclass
+class TrainingArguments(transformers.TrainingArguments):
+    """`transformers.TrainingArguments` with one more strategy for `fastcollate.Trainer`:
+    `train_sampling_strategy="packed"` trains padding-free — batches of whole sequences
+    bin-packed to at most `max_tokens_per_batch` tokens per device (`PackedBatchSampler`,
+    lengths read from Arrow), flattened into one row by `DataCollatorWithFlattening` (the
+    default collator then) so that the model sees `position_ids` restarting at each
+    sequence. `per_device_train_batch_size` does not apply: the token budget sets the batch.
+    Every rank gets the same number of batches, and every sequence is used once per epoch.
+    The model must take packed sequences from `position_ids` (flash attention, or sdpa /
+    eager in models whose masks follow `position_ids`, e.g. Llama, Qwen2, Mistral).
+
+    `packing_truncation=True` packs a sequence longer than the budget alone in a batch and
+    cuts it to `max_tokens_per_batch` tokens (otherwise such a sequence is an error naming
+    its index and length)."""
+
+    max_tokens_per_batch: int | None = field(
+        default=None,
+        metadata={
+            "help": "Token budget of each packed batch per device; required for "
+            "train_sampling_strategy='packed'."
+        },
+    )
+    packing_truncation: bool = field(
+        default=False,
+        metadata={
+            "help": "With train_sampling_strategy='packed', cut sequences longer than "
+            "max_tokens_per_batch instead of raising an error."
+        },
+    )
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.train_sampling_strategy == PACKED:
+            budget = self.max_tokens_per_batch
+            if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+                raise ValueError(
+                    "train_sampling_strategy='packed' needs max_tokens_per_batch, a positive "
+                    f"number of tokens per device batch (got {budget!r})"
+                )
+        elif self.max_tokens_per_batch is not None:
+            raise ValueError(
+                "max_tokens_per_batch applies to train_sampling_strategy='packed' only, not "
+                f"{self.train_sampling_strategy!r}"
+            )
