@@ -7,11 +7,20 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fastcollate")
-    commands = parser.add_subparsers(dest="command", required=True)
-    from . import _bench
+    """The command line: `--version`, and `bench` (fastcollate against transformers)."""
+    from . import __version__, _bench, build_profile
 
-    _bench.build_parser(commands.add_parser("bench", help="time fastcollate against transformers"))
+    parser = argparse.ArgumentParser(
+        prog="python -m fastcollate",
+        description="fastcollate: drop-in, Rust-fast data collators for transformers.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"fastcollate {__version__} ({build_profile} build)"
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _bench.build_parser(
+        commands.add_parser("bench", help="time fastcollate against transformers' collators")
+    )
     args = parser.parse_args(argv)
     if args.command == "bench":
         return _bench.run_and_print(args)[0]
