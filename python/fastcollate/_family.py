@@ -133,9 +133,11 @@ class DataCollatorForTokenClassification(_TakesArrowBatches):
         return self._collate(features, _framework(return_tensors))
 
     def torch_call(self, features):
+        """The batch as torch tensors, whatever `return_tensors` says (as transformers')."""
         return self._collate(features, "pt")
 
     def numpy_call(self, features):
+        """The batch as numpy arrays, whatever `return_tensors` says (as transformers')."""
         return self._collate(features, "np")
 
     def _collate(self, features, return_tensors: str):
@@ -719,11 +721,13 @@ class DataCollatorForLanguageModeling(_TakesArrowBatches):
         return self.numpy_call(features)
 
     def get_generator(self, seed):
+        """A torch Generator ("pt") or numpy Generator seeded with `seed`, as transformers'."""
         if self.return_tensors == "pt":
             return torch_module().Generator().manual_seed(seed)
         return np.random.default_rng(seed)
 
     def create_rng(self):
+        """Seeds `self.generator` from `seed` (per DataLoader worker), as transformers' does."""
         if mp.current_process().name == "MainProcess":
             self.generator = self.get_generator(self.seed)
             return
@@ -766,6 +770,7 @@ class DataCollatorForLanguageModeling(_TakesArrowBatches):
         return batch, special_tokens_mask, offset_mapping
 
     def torch_call(self, examples):
+        """The padded (and, with `mlm`, masked) batch as torch tensors."""
         batch, special_tokens_mask, offset_mapping = self._collate(examples, "pt")
         if self.mlm:
             if special_tokens_mask is None:
@@ -783,6 +788,7 @@ class DataCollatorForLanguageModeling(_TakesArrowBatches):
         return batch
 
     def numpy_call(self, examples):
+        """The padded (and, with `mlm`, masked) batch as numpy arrays."""
         batch, special_tokens_mask, offset_mapping = self._collate(examples, "np")
         if self.mlm:
             if special_tokens_mask is None:

@@ -51,6 +51,9 @@ class Trainer(transformers.Trainer):
         if not collator_given:
             self.data_collator = default_collator(self.processing_class)
 
+    # help(), IDEs and inspect show transformers' arguments, which __init__ passes on as they are.
+    __init__.__signature__ = _TRAINER_SIGNATURE  # type: ignore[attr-defined]
+
     def _remove_unused_columns(self, dataset: Any, description: Any = None) -> Any:
         # After transformers drops the columns the model does not take, a datasets.Dataset whose
         # columns all read from Arrow is collated straight from its buffers (same batches).
