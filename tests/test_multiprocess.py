@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -28,9 +27,12 @@ def free_port() -> int:
 
 def launch(out: Path, seed: int) -> list[dict]:
     out.mkdir()
-    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or "torchrun"
+    # torchrun is this module; run through this interpreter, the ranks use it too (a `torchrun`
+    # found on PATH may belong to another environment).
     command = [
-        torchrun,
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
         f"--nproc_per_node={WORLD_SIZE}",
         "--master_addr=127.0.0.1",
         f"--master_port={free_port()}",
