@@ -121,3 +121,16 @@ def test_pad_documents_the_arguments_transformers_lacks():
     doc = inspect.getdoc(fastcollate.pad)
     for argument in ("tokenizer", "pad_token_id", "pad_token_type_id", "model_input_names"):
         assert f"`{argument}`" in doc
+
+
+def test_version_needs_neither_torch_nor_transformers():
+    done = run_without(
+        ["torch", "transformers"],
+        """
+        import runpy
+        sys.argv = ["fastcollate", "--version"]
+        runpy.run_module("fastcollate", run_name="__main__")
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"fastcollate {fastcollate.__version__} ")
