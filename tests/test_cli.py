@@ -109,6 +109,8 @@ def test_a_run_counts_progress_and_writes_json_and_plot(tmp_path, capsys):
     for key in ("cpu", "cpu_count", "python", "numpy", "torch", "transformers"):
         assert env[key]
     assert data["settings"]["repeat"] == 1
+    assert data["settings"]["arguments"]["batch_sizes"] == [2, 3]
+    assert data["settings"]["arguments"]["quick"] is True
     seen = {(r["case"], r["format"], r["batch_size"]) for r in data["results"]}
     assert seen == {
         (case, fmt, size)

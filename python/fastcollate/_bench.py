@@ -751,11 +751,14 @@ def report(results: list[Result], repeat: int, env: dict[str, Any] | None = None
     )
 
 
-def as_json(results: list[Result], repeat: int, env: dict[str, Any]) -> dict[str, Any]:
-    """Every figure of a run and what it ran on, for `--json`."""
+def as_json(
+    results: list[Result], repeat: int, env: dict[str, Any], args: argparse.Namespace | None = None
+) -> dict[str, Any]:
+    """Every figure of a run, what it ran on and how it was asked for, for `--json`."""
+    arguments = {k: v for k, v in vars(args).items() if k != "command"} if args else {}
     return {
         "environment": env,
-        "settings": {"repeat": repeat, "torch_threads": 1, "seed": SEED},
+        "settings": {"repeat": repeat, "torch_threads": 1, "seed": SEED, "arguments": arguments},
         "results": [r.as_dict() for r in results],
     }
 
@@ -825,7 +828,7 @@ def run_and_print(args: argparse.Namespace) -> tuple[int, list[Result], int]:
     print(report(results, repeat, env))
     if getattr(args, "json", None):
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(as_json(results, repeat, env), f, indent=2)
+            json.dump(as_json(results, repeat, env, args), f, indent=2)
             f.write("\n")
         print(f"figures written to {args.json}", file=sys.stderr)
     if getattr(args, "plot", None):
