@@ -28,7 +28,8 @@ def free_port() -> int:
 def launch(out: Path, seed: int, script: Path = SCRIPT) -> list[dict]:
     """Runs `script` on WORLD_SIZE processes; returns each rank's OUT/rank{N}.json."""
     out.mkdir()
-    # torch's launcher as a module: a venv that inherits its packages has no torchrun script.
+    # torchrun is this module; run through this interpreter, the ranks use it too (a `torchrun`
+    # found on PATH may belong to another environment).
     command = [
         sys.executable,
         "-m",

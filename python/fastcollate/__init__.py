@@ -1,4 +1,11 @@
-"""fastcollate: drop-in, Rust-fast replacements for transformers' data collators and padding."""
+"""fastcollate: drop-in, Rust-fast replacements for transformers' data collators and padding.
+
+Every public name takes the arguments of its transformers namesake, so switching is an import
+change. `__version__` is the package version; `build_profile` is "release" for an optimized
+build (wheels, `pip install`) and "debug" for a development build, whose timings mean nothing.
+`LengthGroupedSampler`, `DistributedLengthGroupedSampler` (need torch) and `Trainer` (needs
+transformers) are imported on first use.
+"""
 
 from ._arrow import ArrowBatch, ArrowBatches
 from ._collators import DataCollatorWithPadding, DefaultDataCollator, default_data_collator
@@ -42,13 +49,14 @@ __all__ = [
     "ArrowBatch",
 ]
 
-# Names that need torch / transformers load on first use, so `import fastcollate` stays light.
+# Names that need torch / transformers load on first use, so `import fastcollate` stays light:
+# name -> (module, the extra that installs what it needs, the modules it needs).
 _LAZY = {
-    "LengthGroupedSampler": "._samplers",
-    "DistributedLengthGroupedSampler": "._samplers",
-    "BatchRebalanceSampler": "._rebalance",
-    "Trainer": "._trainer",
-    "TrainingArguments": "._training_args",
+    "LengthGroupedSampler": ("._samplers", "torch", ("torch",)),
+    "DistributedLengthGroupedSampler": ("._samplers", "torch", ("torch",)),
+    "Trainer": ("._trainer", "transformers", ("torch", "transformers")),
+    "BatchRebalanceSampler": ("._rebalance", "torch", ("torch",)),
+    "TrainingArguments": ("._training_args", "transformers", ("torch", "transformers")),
 }
 
 
@@ -56,7 +64,11 @@ def __getattr__(name):
     if name in _LAZY:
         import importlib
 
-        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        from ._extras import require
+
+        module, extra, needs = _LAZY[name]
+        require(f"fastcollate.{name}", extra, *needs)
+        value = getattr(importlib.import_module(module, __name__), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

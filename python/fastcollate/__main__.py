@@ -7,11 +7,18 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fastcollate")
-    commands = parser.add_subparsers(dest="command", required=True)
-    from . import _bench, _bench_sampling
+    """The command line: `--version`, and `bench` (fastcollate against transformers)."""
+    from . import __version__, _bench, _bench_sampling, build_profile
 
-    bench = commands.add_parser("bench", help="time fastcollate against transformers")
+    parser = argparse.ArgumentParser(
+        prog="python -m fastcollate",
+        description="fastcollate: drop-in, Rust-fast data collators for transformers.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"fastcollate {__version__} ({build_profile} build)"
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    bench = commands.add_parser("bench", help="time fastcollate against transformers' collators")
     _bench.build_parser(bench)
     _bench_sampling.add_arguments(bench)
     args = parser.parse_args(argv)

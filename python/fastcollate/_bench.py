@@ -12,6 +12,7 @@ collator is a `Case`; a case whose fastcollate class does not exist yet is skipp
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
@@ -26,6 +27,8 @@ from typing import Any
 import numpy as np
 
 import fastcollate
+
+from ._extras import require
 
 FORMATS = ("lists", "numpy", "torch")
 DEFAULT_BATCH_SIZES = (8, 32, 128, 512)
@@ -551,16 +554,38 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def machine_description() -> str:
+def environment() -> dict[str, Any]:
+    """What the figures depend on: CPU, Python and library versions, the build."""
     import torch
     import transformers
 
+    return {
+        "cpu": cpu_name(),
+        "cpu_count": os.cpu_count(),
+        "machine": platform.machine(),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "python_implementation": platform.python_implementation(),
+        "numpy": np.__version__,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "fastcollate": fastcollate.__version__,
+        "build_profile": fastcollate.build_profile,
+    }
+
+
+def machine_description(env: dict[str, Any] | None = None) -> str:
+    env = env or environment()
     return (
-        f"{cpu_name()}, {os.cpu_count()} CPUs, "
-        f"Python {platform.python_version()}, numpy {np.__version__}, torch {torch.__version__}, "
-        f"transformers {transformers.__version__}, fastcollate {fastcollate.__version__} "
-        f"({fastcollate.build_profile})"
+        f"{env['cpu']}, {env['cpu_count']} CPUs, Python {env['python']}, numpy {env['numpy']}, "
+        f"torch {env['torch']}, transformers {env['transformers']}, "
+        f"fastcollate {env['fastcollate']} ({env['build_profile']})"
     )
+
+
+def short_name(case: str) -> str:
+    """The name the table prints: the collator without its `DataCollator` prefix."""
+    return case.removeprefix("DataCollator")
 
 
 def format_table(results: list[Result]) -> str:
@@ -575,7 +600,7 @@ def format_table(results: list[Result]) -> str:
     for r in results:
         lines.append(
             [
-                r.case.removeprefix("DataCollator"),
+                short_name(r.case),
                 r.format,
                 str(r.batch_size),
                 _ms(r.seconds["transformers"]),
@@ -604,9 +629,28 @@ def format_table(results: list[Result]) -> str:
     return "\n".join(out)
 
 
+def resolve_cases(names: Sequence[str]) -> list[str]:
+    """Collator names as `run` takes them, from full or short names (`WithPadding`), in any
+    letter case. Unknown names raise ValueError listing the valid ones."""
+    by_name = {}
+    for case in CASES:
+        by_name[case.name.lower()] = case.name
+        by_name[short_name(case.name).lower()] = case.name
+    unknown = [n for n in names if n.lower() not in by_name]
+    if unknown:
+        valid = ", ".join(short_name(c.name) for c in CASES)
+        raise ValueError(f"unknown case(s) {', '.join(unknown)}; choose from {valid}")
+    resolved = [by_name[n.lower()] for n in names]
+    return list(dict.fromkeys(resolved))
+
+
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     parser = parser or argparse.ArgumentParser(prog="python -m fastcollate bench")
-    parser.description = "Time fastcollate against transformers' collators (ms per batch)."
+    parser.description = (
+        "Time fastcollate against transformers' collators and hand-written baselines on the "
+        "same batches (ms per batch). Needs transformers and torch: "
+        "pip install 'fastcollate[transformers]'."
+    )
 
     def int_list(text: str) -> list[int]:
         try:
@@ -619,31 +663,120 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
             raise argparse.ArgumentTypeError("batch sizes must be positive integers")
         return values
 
-    def str_list(text: str) -> list[str]:
-        return [v.strip() for v in text.split(",") if v.strip()]
+    def positive_int(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from err
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+        return value
 
-    parser.add_argument("--batch-sizes", type=int_list, default=None, metavar="8,32,128,512")
+    def format_list(text: str) -> list[str]:
+        values = [v.strip() for v in text.split(",") if v.strip()]
+        unknown = [v for v in values if v not in FORMATS]
+        if not values or unknown:
+            raise argparse.ArgumentTypeError(
+                f"unknown row format(s) {', '.join(unknown) or repr(text)}; "
+                f"choose from {','.join(FORMATS)}"
+            )
+        return values
+
+    def case_list(text: str) -> list[str]:
+        try:
+            return resolve_cases([v.strip() for v in text.split(",") if v.strip()])
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from err
+
+    sizes = ",".join(map(str, DEFAULT_BATCH_SIZES))
     parser.add_argument(
-        "--formats", type=str_list, default=list(FORMATS), metavar="lists,numpy,torch"
+        "--quick",
+        action="store_true",
+        help="a first look in well under a minute: batch sizes 8,32, 3 shorter runs each",
     )
     parser.add_argument(
-        "--repeat", type=int, default=None, help="timed runs per measurement (median)"
+        "--batch-sizes",
+        type=int_list,
+        default=None,
+        metavar="N,N,...",
+        help=f"batch sizes to time (default: {sizes}; with --quick: 8,32)",
     )
     parser.add_argument(
-        "--cases", type=str_list, default=None, help="collators to time (default: all available)"
+        "--formats",
+        type=format_list,
+        default=list(FORMATS),
+        metavar="F,F,...",
+        help=f"row formats: {','.join(FORMATS)} (default: all)",
     )
     parser.add_argument(
-        "--quick", action="store_true", help="fewer, shorter runs at batch sizes 8 and 32"
+        "--repeat",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="timed runs per measurement, the median is reported (default: 7; with --quick: 3)",
+    )
+    parser.add_argument(
+        "--cases",
+        type=case_list,
+        default=None,
+        metavar="NAME,...",
+        help=(
+            "collators to time, by the short name the table prints or the full class name: "
+            f"{', '.join(short_name(c.name) for c in CASES)} (default: all)"
+        ),
+    )
+    parser.add_argument(
+        "--json",
+        metavar="FILE",
+        default=None,
+        help="also write every figure and the environment to FILE as JSON",
+    )
+    parser.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        default=None,
+        help="also draw the speed-ups to FILE.png (needs matplotlib: "
+        "pip install 'fastcollate[plot]')",
     )
     return parser
 
 
+class Progress:
+    """Prints each finished measurement to stderr as `[done/total] ...`."""
+
+    def __init__(self, total: int):
+        self.total = total
+        self.done = 0
+
+    def __call__(self, line: str) -> None:
+        if line.startswith("skip "):
+            print(line, file=sys.stderr, flush=True)
+            return
+        self.done += 1
+        width = len(str(self.total))
+        print(f"[{self.done:>{width}}/{self.total}] {line}", file=sys.stderr, flush=True)
+
+
+def require_benchmark_extras(plot: bool = False) -> None:
+    """A BenchError with the install command when transformers/torch (or matplotlib for a
+    plot) cannot be imported, before any work is done."""
+    try:
+        require("`python -m fastcollate bench`", "transformers", "torch", "transformers")
+        if plot:
+            require("--plot", "plot", "matplotlib")
+    except ImportError as err:
+        raise BenchError(str(err)) from None
+
+
 def run_from_args(args: argparse.Namespace) -> tuple[list[Result], int]:
     """Runs what parsed command-line arguments ask for; returns the results and the repeat."""
+    require_benchmark_extras(plot=getattr(args, "plot", None) is not None)
     batch_sizes = args.batch_sizes or ([8, 32] if args.quick else list(DEFAULT_BATCH_SIZES))
     repeat = args.repeat or (3 if args.quick else 7)
     if repeat < 1:
         raise BenchError("--repeat must be at least 1")
+    selected = [c for c in CASES if (args.cases is None or c.name in args.cases) and c.available]
+    progress = Progress(len(selected) * len(batch_sizes) * len(args.formats))
     with warnings.catch_warnings():
         # transformers warns that tensors from lists of arrays are slow; that is what is timed.
         warnings.simplefilter("ignore")
@@ -654,38 +787,103 @@ def run_from_args(args: argparse.Namespace) -> tuple[list[Result], int]:
             min_seconds=0.02 if args.quick else 0.1,
             cases=args.cases,
             pool_batches=2 if args.quick else POOL_BATCHES,
-            progress=lambda line: print(line, file=sys.stderr, flush=True),
+            progress=progress,
         )
     return results, repeat
 
 
-def report(results: list[Result], repeat: int) -> str:
+def report(results: list[Result], repeat: int, env: dict[str, Any] | None = None) -> str:
     return (
         f"ms per batch (median of {repeat} runs; one torch thread, as in DataLoader workers)\n"
-        f"{machine_description()}\n{format_table(results)}"
+        f"{machine_description(env)}\n{format_table(results)}"
     )
 
 
+def as_json(
+    results: list[Result], repeat: int, env: dict[str, Any], args: argparse.Namespace | None = None
+) -> dict[str, Any]:
+    """Every figure of a run, what it ran on and how it was asked for, for `--json`."""
+    arguments = {k: v for k, v in vars(args).items() if k != "command"} if args else {}
+    return {
+        "environment": env,
+        "settings": {"repeat": repeat, "torch_threads": 1, "seed": SEED, "arguments": arguments},
+        "results": [r.as_dict() for r in results],
+    }
+
+
+def plot_speedups(results: list[Result], path: str, title: str) -> None:
+    """One panel per collator: fastcollate's speed-up over transformers by batch size, a bar
+    per row format, on a log scale."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    cases = list(dict.fromkeys(r.case for r in results))
+    formats = [f for f in FORMATS if any(r.format == f for r in results)]
+    formats += [f for f in dict.fromkeys(r.format for r in results) if f not in formats]
+    columns = min(len(cases), 2)
+    rows = -(-len(cases) // columns)
+    fig, axes = plt.subplots(
+        rows, columns, figsize=(6.4 * columns, 3.9 * rows), squeeze=False, layout="constrained"
+    )
+    width = 0.8 / len(formats)
+    lowest = min([r.vs_transformers for r in results] + [1.0])
+    highest = max([r.vs_transformers for r in results] + [1.0])
+    for ax, case in zip(axes.flat, cases, strict=False):
+        case_results = [r for r in results if r.case == case]
+        sizes = sorted({r.batch_size for r in case_results})
+        for i, fmt in enumerate(formats):
+            by_size = {r.batch_size: r.vs_transformers for r in case_results if r.format == fmt}
+            xs = [j + (i - (len(formats) - 1) / 2) * width for j, s in enumerate(sizes)]
+            ys = [by_size.get(s, float("nan")) for s in sizes]
+            bars = ax.bar(xs, ys, width, label=fmt, color=f"C{i}")
+            ax.bar_label(bars, labels=[_ratio(y) if y == y else "" for y in ys], fontsize=7)
+        # Bars rise from 1x (as fast as transformers) on a log scale: ratios span 5x to 300x.
+        ax.set_yscale("log")
+        ax.set_ylim(lowest / 1.5, highest * 2)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}x"))
+        ax.axhline(1, color="grey", linewidth=0.8)
+        ax.set_xticks(range(len(sizes)), [str(s) for s in sizes])
+        ax.set_xlabel("batch size")
+        ax.set_ylabel("speed-up over transformers")
+        ax.set_title(short_name(case))
+    for ax in list(axes.flat)[len(cases) :]:
+        ax.set_visible(False)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, title="rows", loc="outside lower center", ncols=len(formats))
+    fig.suptitle(title, fontsize=9)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        results, repeat = run_from_args(args)
-    except BenchError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    print()
-    print(report(results, repeat))
-    return 0
+    return run_and_print(build_parser().parse_args(argv))[0]
 
 
 def run_and_print(args: argparse.Namespace) -> tuple[int, list[Result], int]:
-    """Runs the benchmark and prints its table: (exit code, results, repeats). A BenchError
-    (debug build, outputs that differ from transformers) is printed and gives exit code 1."""
+    """Runs the benchmark and prints its table, writing `--json` / `--plot` files when asked:
+    (exit code, results, repeats). A BenchError (missing extras, debug build, outputs that
+    differ from transformers) is printed and gives exit code 1."""
     try:
         results, repeat = run_from_args(args)
     except BenchError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1, [], 0
+    env = environment()
     print()
-    print(report(results, repeat))
+    print(report(results, repeat, env))
+    if getattr(args, "json", None):
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(as_json(results, repeat, env, args), f, indent=2)
+            f.write("\n")
+        print(f"figures written to {args.json}", file=sys.stderr)
+    if getattr(args, "plot", None):
+        title = (
+            "fastcollate's speed-up over transformers (ms per batch ratio, higher is better)\n"
+            + machine_description(env)
+        )
+        plot_speedups(results, args.plot, title)
+        print(f"plot written to {args.plot}", file=sys.stderr)
     return 0, results, repeat

@@ -234,7 +234,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--grad-accum", type=int, default=4)
     group.add_argument("--world-size", type=int, default=8)
     group.add_argument("--max-tokens", type=int, default=8192)
-    group.add_argument("--plot", metavar="FILE.png", help="also draw a bar chart (matplotlib)")
     group.add_argument(
         "--no-transformers", action="store_true", help="do not time transformers' samplers"
     )

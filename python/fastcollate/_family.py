@@ -140,9 +140,11 @@ class DataCollatorForTokenClassification(_TakesArrowBatches):
         return self._collate(features, _framework(return_tensors))
 
     def torch_call(self, features):
+        """The batch as torch tensors, whatever `return_tensors` says (as transformers')."""
         return self._collate(features, "pt")
 
     def numpy_call(self, features):
+        """The batch as numpy arrays, whatever `return_tensors` says (as transformers')."""
         return self._collate(features, "np")
 
     def _collate(self, features, return_tensors: str):

@@ -274,9 +274,27 @@ def pad(
     """Pads a batch (list of mappings, or mapping of lists) or one example, like
     `tokenizer.pad(...)`, with the same result. See the README for what differs.
 
-    Without a tokenizer, `pad_token_id=` gives the pad value (and `pad_token_type_id=`,
-    `model_input_names=` the rest of what a tokenizer would). `verbose` is accepted as
-    `tokenizer.pad` accepts it; fastcollate prints no warnings either way."""
+    `encoded_inputs` rows may hold lists/tuples of ints, numpy arrays, CPU torch tensors or
+    scalars; an `ArrowBatch` is padded straight from Arrow storage. `padding`, `max_length`,
+    `pad_to_multiple_of`, `padding_side`, `return_attention_mask` and `return_tensors`
+    (None, "np" or "pt") mean what they mean in `tokenizer.pad`.
+
+    Arguments transformers does not have, for padding without a tokenizer (then the result is
+    a dict, and `padding="max_length"` needs `max_length`):
+
+    - `tokenizer`: the tokenizer whose pad token, pad token type, padding side,
+      `model_input_names` and `model_max_length` are used; None to pass them as below.
+    - `pad_token_id`: the value `input_ids` (the main input) is padded with. Overrides the
+      tokenizer's when given; without a tokenizer it is needed whenever padding happens.
+    - `pad_token_type_id`: the value `token_type_ids` is padded with (default 0). A
+      tokenizer's own value takes precedence.
+    - `model_input_names`: the input names, the first being the main input whose length sets
+      the padding (default: the tokenizer's, else `("input_ids", "token_type_ids",
+      "attention_mask")`); an attention mask is added when "attention_mask" is among them.
+    - `padding_side`: "right" (the default without a tokenizer) or "left".
+
+    `verbose` is accepted as `tokenizer.pad` accepts it; fastcollate prints no warnings.
+    """
     del verbose
     settings = PadSettings.resolve(
         tokenizer,

@@ -8,6 +8,8 @@ import sys
 from types import ModuleType
 from typing import Any
 
+from ._extras import require
+
 # Where transformers binds each name that fastcollate replaces. `transformers.trainer` imports
 # some of them by value, so patching `transformers.data.data_collator` alone would not reach
 # the Trainer.
@@ -92,6 +94,7 @@ class TransformersPatch:
         self.patched = patched
 
     def undo(self) -> None:
+        """Restores transformers' objects (the same as `unpatch_transformers()`)."""
         unpatch_transformers()
 
     def __enter__(self) -> TransformersPatch:
@@ -115,6 +118,7 @@ def patch_transformers() -> TransformersPatch:
 
     Undo with `unpatch_transformers()`, the returned handle's `undo()`, or
     `with fastcollate.patch_transformers(): ...`."""
+    require("fastcollate.patch_transformers()", "transformers", "torch", "transformers")
     replacements = _replacements()
     # Import every target first: importing transformers.trainer replaces the top-level module.
     module_names = sorted({module_name for module_name, _ in replacements})

