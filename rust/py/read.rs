@@ -287,9 +287,46 @@ unsafe fn small_int_value(item: *mut pyo3::ffi::PyObject) -> Option<i64> {
     }
 }
 
-/// Python 3.12 changed the int layout (`lv_tag`); until the port of
-/// `PyUnstable_Long_CompactValue` can be tested there, every int goes through the C API.
-#[cfg(all(Py_3_12, not(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy))))]
+/// The same for CPython 3.12 to 3.14, whose ints keep the digit count and sign in one tag: this
+/// is `PyUnstable_Long_IsCompact` / `PyUnstable_Long_CompactValue` (static inline in CPython's
+/// headers, so not callable from Rust), written out.
+///
+/// # Safety
+/// `item` must be a live exact `int`, and ints must use 30-bit digits in `u32`s.
+#[cfg(all(
+    Py_3_12,
+    not(any(Py_3_15, Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy))
+))]
+#[inline(always)]
+unsafe fn small_int_value(item: *mut pyo3::ffi::PyObject) -> Option<i64> {
+    // Include/cpython/longintrepr.h (3.12-3.14): `lv_tag` is `digits << 3 | flags`, where the
+    // low two flag bits are the sign (0 positive, 1 zero, 2 negative) and the third is
+    // reserved (3.14 marks immortal small ints with it). Compact means at most one digit.
+    #[repr(C)]
+    struct PyLongObject {
+        ob_base: pyo3::ffi::PyObject,
+        lv_tag: usize,
+        ob_digit: [u32; 1],
+    }
+    const NON_SIZE_BITS: u32 = 3;
+    const SIGN_MASK: usize = 3;
+    let long = item.cast::<PyLongObject>();
+    let tag = (*long).lv_tag;
+    if tag >= 2 << NON_SIZE_BITS {
+        return None;
+    }
+    let digit = i64::from((*long).ob_digit[0]);
+    match tag & SIGN_MASK {
+        0 => Some(digit),
+        1 => Some(0),
+        2 => Some(-digit),
+        _ => None,
+    }
+}
+
+/// Layouts this crate has not been checked against (a future CPython): every int goes through
+/// the C API.
+#[cfg(all(Py_3_15, not(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy))))]
 #[inline(always)]
 unsafe fn small_int_value(_item: *mut pyo3::ffi::PyObject) -> Option<i64> {
     None
@@ -594,6 +631,13 @@ fn read_value_inner(
     } else if let Ok(array) = value.cast::<PyUntypedArray>() {
         return read_array(column, array, site);
     } else if is_torch_tensor(value) {
+        let py = value.py();
+        if value.call_method0(intern!(py, "dim"))?.extract::<usize>()? == 0 {
+            // A label from `set_format("torch")`: `item()` gives the Python number in one call
+            // into torch (int for integer dtypes, float, bool), as numpy's `item()` would.
+            let item = value.call_method0(intern!(py, "item"))?;
+            return read_scalar_row(column, &item, site);
+        }
         let converted = match tensor_as_numpy(value) {
             Ok(array) => array,
             // dtypes numpy lacks (bfloat16, ...): go through Python numbers.
@@ -610,20 +654,26 @@ fn read_value_inner(
     column.end_row(shape).map_err(ReadError::Fatal)
 }
 
+/// Reads a number (a 0-d array's or tensor's `item()`) as the row's value and closes the row.
+fn read_scalar_row(
+    column: &mut Column,
+    item: &Bound<'_, PyAny>,
+    site: &Site<'_>,
+) -> Result<(), ReadError> {
+    match read_scalar(item, site, 0)? {
+        Some(scalar) => push_scalar(column, scalar),
+        None => return Err(site.not_a_number(0, item)),
+    }
+    column.end_row(Shape::Scalar).map_err(ReadError::Fatal)
+}
+
 fn read_array(
     column: &mut Column,
     array: &Bound<'_, PyUntypedArray>,
     site: &Site<'_>,
 ) -> Result<(), ReadError> {
     match array.ndim() {
-        0 => {
-            let item = array.call_method0("item")?;
-            match read_scalar(&item, site, 0)? {
-                Some(scalar) => push_scalar(column, scalar),
-                None => return Err(site.not_a_number(0, &item)),
-            }
-            column.end_row(Shape::Scalar).map_err(ReadError::Fatal)
-        }
+        0 => read_scalar_row(column, &array.call_method0("item")?, site),
         1 => {
             if !read_array_1d(column, array, site)? {
                 let list = array.call_method0("tolist")?;
