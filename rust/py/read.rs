@@ -436,20 +436,27 @@ fn with_values<T: numpy::Element + Copy, R>(
     }
 }
 
+/// Rows laid end to end in one array: each row's length, and the shape the rows close with
+/// (one value per row for `Shape::Scalar`).
+pub struct RowSplit<'a> {
+    lengths: &'a [usize],
+    shape: Shape,
+}
+
 /// Pushes a 1-d array of `T`: all of it into the current row (`rows: None`), or split into rows
-/// of the given lengths (which must add up to its length), each closed here.
+/// (whose lengths must add up to its length), each closed here.
 fn extend_rows<T: ColumnElement>(
     column: &mut Column,
     array: &Bound<'_, PyUntypedArray>,
-    rows: Option<&[usize]>,
+    rows: Option<&RowSplit<'_>>,
 ) -> Result<bool, ReadError> {
     let done = with_values::<T, _>(array, |values| -> Result<(), CollateError> {
-        let Some(lengths) = rows else {
+        let Some(split) = rows else {
             T::push(column, values);
             return Ok(());
         };
         let mut rest = values;
-        for &length in lengths {
+        for &length in split.lengths {
             let (row, tail) = rest.split_at_checked(length).ok_or_else(|| {
                 CollateError::InvalidOption(format!(
                     "'{}': tensor lengths do not add up to the concatenated length",
@@ -457,7 +464,7 @@ fn extend_rows<T: ColumnElement>(
                 ))
             })?;
             T::push(column, row);
-            column.end_row(Shape::Sequence)?;
+            column.end_row(split.shape)?;
             rest = tail;
         }
         Ok(())
@@ -497,7 +504,7 @@ fn read_array_1d(
 fn read_flat_array(
     column: &mut Column,
     array: &Bound<'_, PyUntypedArray>,
-    rows: Option<&[usize]>,
+    rows: Option<&RowSplit<'_>>,
 ) -> Result<bool, ReadError> {
     let dtype = array.dtype();
     match (dtype.kind(), dtype.itemsize()) {
@@ -530,19 +537,27 @@ fn tensor_as_numpy<'py>(tensor: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny
     tensor.call_method(intern!(py, "numpy"), (), Some(kwargs.bind(py)))
 }
 
-/// Reads one key's values, one 1-d `torch.Tensor` per row, into a fresh column through a single
-/// `torch.cat`: one call into torch for the batch instead of a `numpy()` per row (and one copy
-/// off the device). `Ok(false)`: the batch is not of that shape (other types, mixed dtypes or
-/// devices, a dtype without a fast path, ...) and nothing was read; the caller reads row by row,
-/// which also reports any error with its row.
+/// Reads one key's values, one 1-d `torch.Tensor` per row (or one 0-d tensor per row, as
+/// `set_format("torch")` gives labels), into a fresh column through a single `torch.cat` (or
+/// `torch.stack`): one call into torch for the batch instead of one or two per row (and one
+/// copy off the device). Reading each tensor's buffer in place instead was measured slower on
+/// the CPU: the five attribute calls a tensor needs for it (dtype, device, data pointer, shape,
+/// stride, and the negation bit) cost more than its share of one `torch.cat`.
+/// `Ok(false)`: the batch is not of that shape (other types, mixed dtypes or devices, a dtype
+/// without a fast path, ...) and nothing was read; the caller reads row by row, which also
+/// reports any error with its row.
 pub fn read_tensor_rows(column: &mut Column, tensors: &[Bound<'_, PyAny>]) -> PyResult<bool> {
-    let Ok(Some((array, lengths))) = concatenate_tensors(tensors) else {
+    let Ok(Some((array, lengths, shape))) = concatenate_tensors(tensors) else {
         return Ok(false);
     };
     if column.rows() == 0 && array.dtype().kind() != b'f' {
         column.ints.reserve(array.len());
     }
-    match read_flat_array(column, &array, Some(&lengths)) {
+    let split = RowSplit {
+        lengths: &lengths,
+        shape,
+    };
+    match read_flat_array(column, &array, Some(&split)) {
         Ok(read) => Ok(read),
         // Rows are closed one by one and cannot fail on a fresh column; if one did, the rows
         // before it must not be read again.
@@ -555,11 +570,11 @@ pub fn read_tensor_rows(column: &mut Column, tensors: &[Bound<'_, PyAny>]) -> Py
     }
 }
 
-/// The tensors concatenated (as a numpy array) and their lengths, when they are all exact 1-d
-/// tensors of one dtype; `None` otherwise.
+/// The tensors concatenated (as a numpy array), their lengths and the rows' shape, when they are
+/// all exact 1-d tensors of one dtype, or all exact 0-d tensors of one dtype; `None` otherwise.
 fn concatenate_tensors<'py>(
     tensors: &[Bound<'py, PyAny>],
-) -> PyResult<Option<(Bound<'py, PyUntypedArray>, Vec<usize>)>> {
+) -> PyResult<Option<(Bound<'py, PyUntypedArray>, Vec<usize>, Shape)>> {
     let Some(first) = tensors.first() else {
         return Ok(None);
     };
@@ -568,12 +583,18 @@ fn concatenate_tensors<'py>(
         return Ok(None);
     };
     // Exact tensors only: a subclass may override torch functions.
-    if !first.get_type().is(tensor_type)
-        || first.call_method0(intern!(py, "dim"))?.extract::<usize>()? != 1
-    {
+    if !first.get_type().is(tensor_type) {
         return Ok(None);
     }
+    let shape = match first.call_method0(intern!(py, "dim"))?.extract::<usize>()? {
+        0 => Shape::Scalar,
+        1 => Shape::Sequence,
+        _ => return Ok(None),
+    };
     let dtype = first.getattr(intern!(py, "dtype"))?;
+    if shape == Shape::Scalar {
+        return stack_scalar_tensors(tensors, tensor_type, &dtype);
+    }
     let mut lengths = Vec::with_capacity(tensors.len());
     let mut total = 0usize;
     for tensor in tensors {
@@ -595,13 +616,55 @@ fn concatenate_tensors<'py>(
         Ok(py.import("torch")?.getattr("cat")?.unbind())
     })?;
     let flat = cat.bind(py).call1((PyTuple::new(py, tensors)?,))?;
-    let Ok(array) = tensor_as_numpy(&flat)?.cast_into::<PyUntypedArray>() else {
+    Ok(flat_numpy(&flat, total)?.map(|array| (array, lengths, Shape::Sequence)))
+}
+
+static TORCH_STACK: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// `concatenate_tensors` for 0-d tensors: one `torch.stack`. Only when every tensor is an exact
+/// 0-d tensor of `dtype` (`torch.stack` would also take 1-element tensors of other ranks).
+fn stack_scalar_tensors<'py>(
+    tensors: &[Bound<'py, PyAny>],
+    tensor_type: &Bound<'py, PyType>,
+    dtype: &Bound<'py, PyAny>,
+) -> PyResult<Option<(Bound<'py, PyUntypedArray>, Vec<usize>, Shape)>> {
+    let py = tensor_type.py();
+    for tensor in tensors {
+        if !tensor.get_type().is(tensor_type)
+            || !tensor.getattr(intern!(py, "dtype"))?.is(dtype)
+            || tensor
+                .call_method0(intern!(py, "dim"))?
+                .extract::<usize>()?
+                != 0
+        {
+            return Ok(None);
+        }
+    }
+    let stack = TORCH_STACK.get_or_try_init(py, || -> PyResult<_> {
+        Ok(py.import("torch")?.getattr("stack")?.unbind())
+    })?;
+    let stacked = stack.bind(py).call1((PyTuple::new(py, tensors)?,))?;
+    let lengths = vec![1; tensors.len()];
+    Ok(flat_numpy(&stacked, tensors.len())?.map(|array| (array, lengths, Shape::Scalar)))
+}
+
+/// A 1-d tensor of `total` values as a numpy array (shared on the CPU); `None` when numpy has
+/// no such dtype or the result is not that shape.
+fn flat_numpy<'py>(
+    flat: &Bound<'py, PyAny>,
+    total: usize,
+) -> PyResult<Option<Bound<'py, PyUntypedArray>>> {
+    let Ok(converted) = tensor_as_numpy(flat) else {
+        // dtypes numpy lacks (bfloat16, ...): the caller reads row by row.
+        return Ok(None);
+    };
+    let Ok(array) = converted.cast_into::<PyUntypedArray>() else {
         return Ok(None);
     };
     if array.ndim() != 1 || array.len() != total {
         return Ok(None);
     }
-    Ok(Some((array, lengths)))
+    Ok(Some(array))
 }
 
 /// Reads one row's value under a key into `column` and closes the row.
