@@ -547,7 +547,12 @@ fn tensor_as_numpy<'py>(tensor: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny
 /// without a fast path, ...) and nothing was read; the caller reads row by row, which also
 /// reports any error with its row.
 pub fn read_tensor_rows(column: &mut Column, tensors: &[Bound<'_, PyAny>]) -> PyResult<bool> {
-    let Ok(Some((array, lengths, shape))) = concatenate_tensors(tensors) else {
+    let Ok(Some(ConcatenatedRows {
+        array,
+        lengths,
+        shape,
+    })) = concatenate_tensors(tensors)
+    else {
         return Ok(false);
     };
     if column.rows() == 0 && array.dtype().kind() != b'f' {
@@ -570,11 +575,18 @@ pub fn read_tensor_rows(column: &mut Column, tensors: &[Bound<'_, PyAny>]) -> Py
     }
 }
 
+/// One key's tensors laid end to end in a numpy array, with each row's length and shape.
+struct ConcatenatedRows<'py> {
+    array: Bound<'py, PyUntypedArray>,
+    lengths: Vec<usize>,
+    shape: Shape,
+}
+
 /// The tensors concatenated (as a numpy array), their lengths and the rows' shape, when they are
 /// all exact 1-d tensors of one dtype, or all exact 0-d tensors of one dtype; `None` otherwise.
 fn concatenate_tensors<'py>(
     tensors: &[Bound<'py, PyAny>],
-) -> PyResult<Option<(Bound<'py, PyUntypedArray>, Vec<usize>, Shape)>> {
+) -> PyResult<Option<ConcatenatedRows<'py>>> {
     let Some(first) = tensors.first() else {
         return Ok(None);
     };
@@ -616,7 +628,11 @@ fn concatenate_tensors<'py>(
         Ok(py.import("torch")?.getattr("cat")?.unbind())
     })?;
     let flat = cat.bind(py).call1((PyTuple::new(py, tensors)?,))?;
-    Ok(flat_numpy(&flat, total)?.map(|array| (array, lengths, Shape::Sequence)))
+    Ok(flat_numpy(&flat, total)?.map(|array| ConcatenatedRows {
+        array,
+        lengths,
+        shape: Shape::Sequence,
+    }))
 }
 
 static TORCH_STACK: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
@@ -627,7 +643,7 @@ fn stack_scalar_tensors<'py>(
     tensors: &[Bound<'py, PyAny>],
     tensor_type: &Bound<'py, PyType>,
     dtype: &Bound<'py, PyAny>,
-) -> PyResult<Option<(Bound<'py, PyUntypedArray>, Vec<usize>, Shape)>> {
+) -> PyResult<Option<ConcatenatedRows<'py>>> {
     let py = tensor_type.py();
     for tensor in tensors {
         if !tensor.get_type().is(tensor_type)
@@ -645,7 +661,13 @@ fn stack_scalar_tensors<'py>(
     })?;
     let stacked = stack.bind(py).call1((PyTuple::new(py, tensors)?,))?;
     let lengths = vec![1; tensors.len()];
-    Ok(flat_numpy(&stacked, tensors.len())?.map(|array| (array, lengths, Shape::Scalar)))
+    Ok(
+        flat_numpy(&stacked, tensors.len())?.map(|array| ConcatenatedRows {
+            array,
+            lengths,
+            shape: Shape::Scalar,
+        }),
+    )
 }
 
 /// A 1-d tensor of `total` values as a numpy array (shared on the CPU); `None` when numpy has
