@@ -637,8 +637,8 @@ fn concatenate_tensors<'py>(
 
 static TORCH_STACK: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
-/// `concatenate_tensors` for 0-d tensors: one `torch.stack`. Only when every tensor is an exact
-/// 0-d tensor of `dtype` (`torch.stack` would also take 1-element tensors of other ranks).
+/// `concatenate_tensors` for 0-d tensors of one dtype: one `torch.stack`. It stacks only tensors
+/// of one shape, so a result of shape `(rows,)` means every row was 0-d.
 fn stack_scalar_tensors<'py>(
     tensors: &[Bound<'py, PyAny>],
     tensor_type: &Bound<'py, PyType>,
@@ -646,20 +646,17 @@ fn stack_scalar_tensors<'py>(
 ) -> PyResult<Option<ConcatenatedRows<'py>>> {
     let py = tensor_type.py();
     for tensor in tensors {
-        if !tensor.get_type().is(tensor_type)
-            || !tensor.getattr(intern!(py, "dtype"))?.is(dtype)
-            || tensor
-                .call_method0(intern!(py, "dim"))?
-                .extract::<usize>()?
-                != 0
-        {
+        if !tensor.get_type().is(tensor_type) || !tensor.getattr(intern!(py, "dtype"))?.is(dtype) {
             return Ok(None);
         }
     }
     let stack = TORCH_STACK.get_or_try_init(py, || -> PyResult<_> {
         Ok(py.import("torch")?.getattr("stack")?.unbind())
     })?;
-    let stacked = stack.bind(py).call1((PyTuple::new(py, tensors)?,))?;
+    let Ok(stacked) = stack.bind(py).call1((PyTuple::new(py, tensors)?,)) else {
+        // Rows of different shapes: read row by row, which names the row.
+        return Ok(None);
+    };
     let lengths = vec![1; tensors.len()];
     Ok(
         flat_numpy(&stacked, tensors.len())?.map(|array| ConcatenatedRows {
