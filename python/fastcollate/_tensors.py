@@ -17,7 +17,11 @@ RETURN_TENSORS = (None, "np", "pt")
 
 def check_return_tensors(return_tensors: Any) -> str | None:
     """Accepts None, "np", "pt" and transformers' TensorType members."""
-    value = getattr(return_tensors, "value", return_tensors)
+    if return_tensors is None or type(return_tensors) is str:
+        # No attribute lookup for plain strings: a missing attribute costs an exception.
+        value = return_tensors
+    else:
+        value = getattr(return_tensors, "value", return_tensors)
     if value not in RETURN_TENSORS:
         raise ValueError(
             f"return_tensors={return_tensors!r} is not supported; use None, 'np' or 'pt'"
