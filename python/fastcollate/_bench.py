@@ -30,7 +30,9 @@ import fastcollate
 
 from ._extras import require
 
-FORMATS = ("lists", "numpy", "torch")
+# "torch-format": rows as `datasets`' `set_format("torch")` yields them, every value a tensor
+# (sequences 1-d, the label 0-d), as Trainer users get them.
+FORMATS = ("lists", "numpy", "torch", "torch-format")
 DEFAULT_BATCH_SIZES = (8, 32, 128, 512)
 VOCAB_SIZE = 30522
 CLS_ID, SEP_ID = 101, 102
@@ -114,9 +116,14 @@ def flattening_rows(rng: np.random.Generator, n: int) -> list[dict[str, Any]]:
 
 def as_format(rows: list[dict[str, Any]], fmt: str) -> list[dict[str, Any]]:
     """The same rows with every sequence as a list, an int64 numpy array or an int64 tensor
-    (scalars such as `label` stay Python ints, as `datasets` gives them)."""
+    (scalars such as `label` stay Python ints, as `datasets` gives them), or every value a tensor
+    ("torch-format": sequences 1-d, scalars 0-d)."""
     if fmt == "lists":
         return rows
+    if fmt == "torch-format":
+        import torch
+
+        return [{k: torch.tensor(v, dtype=torch.int64) for k, v in r.items()} for r in rows]
     if fmt == "numpy":
         convert: Callable[[list[int]], Any] = lambda v: np.asarray(v, dtype=np.int64)  # noqa: E731
     elif fmt == "torch":

@@ -3,6 +3,7 @@ DefaultDataCollator, on the Rust core."""
 
 from __future__ import annotations
 
+from collections import UserDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -41,10 +42,12 @@ class DataCollatorWithPadding:
             pad_to_multiple_of=self.pad_to_multiple_of,
             return_tensors=self.return_tensors,
         )
+        # Renamed in the underlying dict: a BatchEncoding's Python-level item methods cost
+        # about a microsecond a batch, a tenth of a small batch's time.
+        data = batch.data if isinstance(batch, UserDict) else batch
         for old in ("label", "label_ids"):
-            if old in batch:
-                batch["labels"] = batch[old]
-                del batch[old]
+            if old in data:
+                data["labels"] = data.pop(old)
         return batch
 
 

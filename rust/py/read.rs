@@ -287,9 +287,46 @@ unsafe fn small_int_value(item: *mut pyo3::ffi::PyObject) -> Option<i64> {
     }
 }
 
-/// Python 3.12 changed the int layout (`lv_tag`); until the port of
-/// `PyUnstable_Long_CompactValue` can be tested there, every int goes through the C API.
-#[cfg(all(Py_3_12, not(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy))))]
+/// The same for CPython 3.12 to 3.14, whose ints keep the digit count and sign in one tag: this
+/// is `PyUnstable_Long_IsCompact` / `PyUnstable_Long_CompactValue` (static inline in CPython's
+/// headers, so not callable from Rust), written out.
+///
+/// # Safety
+/// `item` must be a live exact `int`, and ints must use 30-bit digits in `u32`s.
+#[cfg(all(
+    Py_3_12,
+    not(any(Py_3_15, Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy))
+))]
+#[inline(always)]
+unsafe fn small_int_value(item: *mut pyo3::ffi::PyObject) -> Option<i64> {
+    // Include/cpython/longintrepr.h (3.12-3.14): `lv_tag` is `digits << 3 | flags`, where the
+    // low two flag bits are the sign (0 positive, 1 zero, 2 negative) and the third is
+    // reserved (3.14 marks immortal small ints with it). Compact means at most one digit.
+    #[repr(C)]
+    struct PyLongObject {
+        ob_base: pyo3::ffi::PyObject,
+        lv_tag: usize,
+        ob_digit: [u32; 1],
+    }
+    const NON_SIZE_BITS: u32 = 3;
+    const SIGN_MASK: usize = 3;
+    let long = item.cast::<PyLongObject>();
+    let tag = (*long).lv_tag;
+    if tag >= 2 << NON_SIZE_BITS {
+        return None;
+    }
+    let digit = i64::from((*long).ob_digit[0]);
+    match tag & SIGN_MASK {
+        0 => Some(digit),
+        1 => Some(0),
+        2 => Some(-digit),
+        _ => None,
+    }
+}
+
+/// Layouts this crate has not been checked against (a future CPython): every int goes through
+/// the C API.
+#[cfg(all(Py_3_15, not(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy))))]
 #[inline(always)]
 unsafe fn small_int_value(_item: *mut pyo3::ffi::PyObject) -> Option<i64> {
     None
@@ -399,20 +436,27 @@ fn with_values<T: numpy::Element + Copy, R>(
     }
 }
 
+/// Rows laid end to end in one array: each row's length, and the shape the rows close with
+/// (one value per row for `Shape::Scalar`).
+pub struct RowSplit<'a> {
+    lengths: &'a [usize],
+    shape: Shape,
+}
+
 /// Pushes a 1-d array of `T`: all of it into the current row (`rows: None`), or split into rows
-/// of the given lengths (which must add up to its length), each closed here.
+/// (whose lengths must add up to its length), each closed here.
 fn extend_rows<T: ColumnElement>(
     column: &mut Column,
     array: &Bound<'_, PyUntypedArray>,
-    rows: Option<&[usize]>,
+    rows: Option<&RowSplit<'_>>,
 ) -> Result<bool, ReadError> {
     let done = with_values::<T, _>(array, |values| -> Result<(), CollateError> {
-        let Some(lengths) = rows else {
+        let Some(split) = rows else {
             T::push(column, values);
             return Ok(());
         };
         let mut rest = values;
-        for &length in lengths {
+        for &length in split.lengths {
             let (row, tail) = rest.split_at_checked(length).ok_or_else(|| {
                 CollateError::InvalidOption(format!(
                     "'{}': tensor lengths do not add up to the concatenated length",
@@ -420,7 +464,7 @@ fn extend_rows<T: ColumnElement>(
                 ))
             })?;
             T::push(column, row);
-            column.end_row(Shape::Sequence)?;
+            column.end_row(split.shape)?;
             rest = tail;
         }
         Ok(())
@@ -460,7 +504,7 @@ fn read_array_1d(
 fn read_flat_array(
     column: &mut Column,
     array: &Bound<'_, PyUntypedArray>,
-    rows: Option<&[usize]>,
+    rows: Option<&RowSplit<'_>>,
 ) -> Result<bool, ReadError> {
     let dtype = array.dtype();
     match (dtype.kind(), dtype.itemsize()) {
@@ -493,19 +537,32 @@ fn tensor_as_numpy<'py>(tensor: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny
     tensor.call_method(intern!(py, "numpy"), (), Some(kwargs.bind(py)))
 }
 
-/// Reads one key's values, one 1-d `torch.Tensor` per row, into a fresh column through a single
-/// `torch.cat`: one call into torch for the batch instead of a `numpy()` per row (and one copy
-/// off the device). `Ok(false)`: the batch is not of that shape (other types, mixed dtypes or
-/// devices, a dtype without a fast path, ...) and nothing was read; the caller reads row by row,
-/// which also reports any error with its row.
+/// Reads one key's values, one 1-d `torch.Tensor` per row (or one 0-d tensor per row, as
+/// `set_format("torch")` gives labels), into a fresh column through a single `torch.cat` (or
+/// `torch.stack`): one call into torch for the batch instead of one or two per row (and one
+/// copy off the device). Reading each tensor's buffer in place instead was measured slower on
+/// the CPU: the five attribute calls a tensor needs for it (dtype, device, data pointer, shape,
+/// stride, and the negation bit) cost more than its share of one `torch.cat`.
+/// `Ok(false)`: the batch is not of that shape (other types, mixed dtypes or devices, a dtype
+/// without a fast path, ...) and nothing was read; the caller reads row by row, which also
+/// reports any error with its row.
 pub fn read_tensor_rows(column: &mut Column, tensors: &[Bound<'_, PyAny>]) -> PyResult<bool> {
-    let Ok(Some((array, lengths))) = concatenate_tensors(tensors) else {
+    let Ok(Some(ConcatenatedRows {
+        array,
+        lengths,
+        shape,
+    })) = concatenate_tensors(tensors)
+    else {
         return Ok(false);
     };
     if column.rows() == 0 && array.dtype().kind() != b'f' {
         column.ints.reserve(array.len());
     }
-    match read_flat_array(column, &array, Some(&lengths)) {
+    let split = RowSplit {
+        lengths: &lengths,
+        shape,
+    };
+    match read_flat_array(column, &array, Some(&split)) {
         Ok(read) => Ok(read),
         // Rows are closed one by one and cannot fail on a fresh column; if one did, the rows
         // before it must not be read again.
@@ -518,11 +575,18 @@ pub fn read_tensor_rows(column: &mut Column, tensors: &[Bound<'_, PyAny>]) -> Py
     }
 }
 
-/// The tensors concatenated (as a numpy array) and their lengths, when they are all exact 1-d
-/// tensors of one dtype; `None` otherwise.
+/// One key's tensors laid end to end in a numpy array, with each row's length and shape.
+struct ConcatenatedRows<'py> {
+    array: Bound<'py, PyUntypedArray>,
+    lengths: Vec<usize>,
+    shape: Shape,
+}
+
+/// The tensors concatenated (as a numpy array), their lengths and the rows' shape, when they are
+/// all exact 1-d tensors of one dtype, or all exact 0-d tensors of one dtype; `None` otherwise.
 fn concatenate_tensors<'py>(
     tensors: &[Bound<'py, PyAny>],
-) -> PyResult<Option<(Bound<'py, PyUntypedArray>, Vec<usize>)>> {
+) -> PyResult<Option<ConcatenatedRows<'py>>> {
     let Some(first) = tensors.first() else {
         return Ok(None);
     };
@@ -531,12 +595,18 @@ fn concatenate_tensors<'py>(
         return Ok(None);
     };
     // Exact tensors only: a subclass may override torch functions.
-    if !first.get_type().is(tensor_type)
-        || first.call_method0(intern!(py, "dim"))?.extract::<usize>()? != 1
-    {
+    if !first.get_type().is(tensor_type) {
         return Ok(None);
     }
+    let shape = match first.call_method0(intern!(py, "dim"))?.extract::<usize>()? {
+        0 => Shape::Scalar,
+        1 => Shape::Sequence,
+        _ => return Ok(None),
+    };
     let dtype = first.getattr(intern!(py, "dtype"))?;
+    if shape == Shape::Scalar {
+        return stack_scalar_tensors(tensors, tensor_type, &dtype);
+    }
     let mut lengths = Vec::with_capacity(tensors.len());
     let mut total = 0usize;
     for tensor in tensors {
@@ -558,13 +628,62 @@ fn concatenate_tensors<'py>(
         Ok(py.import("torch")?.getattr("cat")?.unbind())
     })?;
     let flat = cat.bind(py).call1((PyTuple::new(py, tensors)?,))?;
-    let Ok(array) = tensor_as_numpy(&flat)?.cast_into::<PyUntypedArray>() else {
+    Ok(flat_numpy(&flat, total)?.map(|array| ConcatenatedRows {
+        array,
+        lengths,
+        shape: Shape::Sequence,
+    }))
+}
+
+static TORCH_STACK: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// `concatenate_tensors` for 0-d tensors of one dtype: one `torch.stack`. It stacks only tensors
+/// of one shape, so a result of shape `(rows,)` means every row was 0-d.
+fn stack_scalar_tensors<'py>(
+    tensors: &[Bound<'py, PyAny>],
+    tensor_type: &Bound<'py, PyType>,
+    dtype: &Bound<'py, PyAny>,
+) -> PyResult<Option<ConcatenatedRows<'py>>> {
+    let py = tensor_type.py();
+    for tensor in tensors {
+        if !tensor.get_type().is(tensor_type) || !tensor.getattr(intern!(py, "dtype"))?.is(dtype) {
+            return Ok(None);
+        }
+    }
+    let stack = TORCH_STACK.get_or_try_init(py, || -> PyResult<_> {
+        Ok(py.import("torch")?.getattr("stack")?.unbind())
+    })?;
+    let Ok(stacked) = stack.bind(py).call1((PyTuple::new(py, tensors)?,)) else {
+        // Rows of different shapes: read row by row, which names the row.
+        return Ok(None);
+    };
+    let lengths = vec![1; tensors.len()];
+    Ok(
+        flat_numpy(&stacked, tensors.len())?.map(|array| ConcatenatedRows {
+            array,
+            lengths,
+            shape: Shape::Scalar,
+        }),
+    )
+}
+
+/// A 1-d tensor of `total` values as a numpy array (shared on the CPU); `None` when numpy has
+/// no such dtype or the result is not that shape.
+fn flat_numpy<'py>(
+    flat: &Bound<'py, PyAny>,
+    total: usize,
+) -> PyResult<Option<Bound<'py, PyUntypedArray>>> {
+    let Ok(converted) = tensor_as_numpy(flat) else {
+        // dtypes numpy lacks (bfloat16, ...): the caller reads row by row.
+        return Ok(None);
+    };
+    let Ok(array) = converted.cast_into::<PyUntypedArray>() else {
         return Ok(None);
     };
     if array.ndim() != 1 || array.len() != total {
         return Ok(None);
     }
-    Ok(Some((array, lengths)))
+    Ok(Some(array))
 }
 
 /// Reads one row's value under a key into `column` and closes the row.
@@ -594,6 +713,13 @@ fn read_value_inner(
     } else if let Ok(array) = value.cast::<PyUntypedArray>() {
         return read_array(column, array, site);
     } else if is_torch_tensor(value) {
+        let py = value.py();
+        if value.call_method0(intern!(py, "dim"))?.extract::<usize>()? == 0 {
+            // A label from `set_format("torch")`: `item()` gives the Python number in one call
+            // into torch (int for integer dtypes, float, bool), as numpy's `item()` would.
+            let item = value.call_method0(intern!(py, "item"))?;
+            return read_scalar_row(column, &item, site);
+        }
         let converted = match tensor_as_numpy(value) {
             Ok(array) => array,
             // dtypes numpy lacks (bfloat16, ...): go through Python numbers.
@@ -610,20 +736,26 @@ fn read_value_inner(
     column.end_row(shape).map_err(ReadError::Fatal)
 }
 
+/// Reads a number (a 0-d array's or tensor's `item()`) as the row's value and closes the row.
+fn read_scalar_row(
+    column: &mut Column,
+    item: &Bound<'_, PyAny>,
+    site: &Site<'_>,
+) -> Result<(), ReadError> {
+    match read_scalar(item, site, 0)? {
+        Some(scalar) => push_scalar(column, scalar),
+        None => return Err(site.not_a_number(0, item)),
+    }
+    column.end_row(Shape::Scalar).map_err(ReadError::Fatal)
+}
+
 fn read_array(
     column: &mut Column,
     array: &Bound<'_, PyUntypedArray>,
     site: &Site<'_>,
 ) -> Result<(), ReadError> {
     match array.ndim() {
-        0 => {
-            let item = array.call_method0("item")?;
-            match read_scalar(&item, site, 0)? {
-                Some(scalar) => push_scalar(column, scalar),
-                None => return Err(site.not_a_number(0, &item)),
-            }
-            column.end_row(Shape::Scalar).map_err(ReadError::Fatal)
-        }
+        0 => read_scalar_row(column, &array.call_method0("item")?, site),
         1 => {
             if !read_array_1d(column, array, site)? {
                 let list = array.call_method0("tolist")?;
