@@ -298,6 +298,7 @@ class DataCollatorForLanguageModeling(_TakesArrowBatches):
         return self.numpy_call(features)
 
     def get_generator(self, seed):
+        """transformers' generator for mask_rng="torch": torch's for "pt", numpy's for "np"."""
         if self.return_tensors == "pt":
             return torch_module().Generator().manual_seed(seed)
         return np.random.default_rng(seed)
@@ -338,6 +339,7 @@ class DataCollatorForLanguageModeling(_TakesArrowBatches):
         return batch, special_tokens_mask, offset_mapping
 
     def torch_call(self, examples):
+        """Pads `examples` and masks (or, with mlm=False, copies) the labels as torch tensors."""
         batch, special_tokens_mask, offset_mapping = self._collate(examples, "pt")
         if self.mlm:
             batch["input_ids"], batch["labels"] = self.torch_mask_tokens(
@@ -353,6 +355,7 @@ class DataCollatorForLanguageModeling(_TakesArrowBatches):
         return batch
 
     def numpy_call(self, examples):
+        """Pads `examples` and masks (or, with mlm=False, copies) the labels as numpy arrays."""
         batch, special_tokens_mask, offset_mapping = self._collate(examples, "np")
         if self.mlm:
             batch["input_ids"], batch["labels"] = self.numpy_mask_tokens(

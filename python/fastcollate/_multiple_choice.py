@@ -82,9 +82,11 @@ class DataCollatorForMultipleChoice:
         return self._collate(features, _framework(return_tensors))
 
     def torch_call(self, examples):
+        """The batch as torch tensors of shape (batch, num_choices, length)."""
         return self._collate(examples, "pt")
 
     def numpy_call(self, examples):
+        """The batch as numpy arrays of shape (batch, num_choices, length)."""
         return self._collate(examples, "np")
 
     def _collate(self, examples, framework: str) -> dict:

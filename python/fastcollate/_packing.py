@@ -90,6 +90,7 @@ class PackedBatchSampler:
         self._arrays()  # over-long or negative lengths fail here, not mid-training
 
     def set_epoch(self, epoch: int) -> None:
+        """Sets the epoch: batches are a pure function of (seed, epoch)."""
         self.epoch = checked_count(epoch, "epoch", 0)
 
     def _arrays(self) -> tuple[np.ndarray, np.ndarray]:

@@ -75,6 +75,7 @@ class BatchRebalanceSampler(Sampler):
         self.num_global_batches = self.num_full_batches + (1 if self.has_tail else 0)
 
     def set_epoch(self, epoch: int) -> None:
+        """Sets the epoch: the order is shuffled with `seed + epoch`, as transformers does."""
         self.epoch = epoch
 
     def __len__(self) -> int:
