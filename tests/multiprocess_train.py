@@ -104,6 +104,11 @@ def main() -> None:
     }
     with open(os.path.join(options.out, f"rank{args.process_index}.json"), "w") as f:
         json.dump(report, f)
+    # Tear the process group down before exit: left to interpreter shutdown, a rank can abort
+    # in gloo's destructors ("terminate called without an active exception").
+    if torch.distributed.is_initialized():
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
