@@ -6,11 +6,10 @@ flattened input_ids and position_ids), the logged losses and its sampler's batch
 from __future__ import annotations
 
 import argparse
-import json
-import os
 
 import datasets
 import torch
+from rank_report import finish_rank
 from test_packed_training import VOCAB, tiny_model
 
 import fastcollate
@@ -78,13 +77,7 @@ def main() -> None:
         "sampler": type(sampler).__name__,
         "losses": [entry["loss"] for entry in trainer.state.log_history if "loss" in entry],
     }
-    with open(os.path.join(options.out, f"rank{args.process_index}.json"), "w") as f:
-        json.dump(report, f)
-    # Tear the process group down before exit: left to interpreter shutdown, a rank can abort
-    # in gloo's destructors ("terminate called without an active exception").
-    if torch.distributed.is_initialized():
-        torch.distributed.barrier()
-        torch.distributed.destroy_process_group()
+    finish_rank(options.out, args.process_index, report)
 
 
 if __name__ == "__main__":

