@@ -311,8 +311,11 @@ class ArrowBatch:
         allow_ragged: bool = False,
         dtypes: dict | None = None,
         keys: list | None = None,
+        keep_arrays: bool = False,
     ) -> dict:
-        """`_native.collate` for these rows: same groups, options and output."""
+        """`_native.collate` for these rows: same groups, options and output (`keep_arrays`
+        changes nothing: Arrow rows hold no numpy or torch values)."""
+        del keep_arrays
         columns, index_map = self.source.native_columns()
         return _native.collate_arrow(
             columns,

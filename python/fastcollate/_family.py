@@ -21,10 +21,9 @@ from ._padding import (
     PadSettings,
     checked_pad_id,
     clamped_multiple,
-    main_group,
     pad,
+    padding_group,
     padding_strategy,
-    resolve_padding,
 )
 from ._rows import first_row
 from ._tensors import batch_encoding, convert, torch_module
@@ -101,10 +100,9 @@ def _padded_with_labels(
 ) -> dict:
     """One native call: the tokenizer's pad group (plus, for token classification, the labels
     as an independent follower) and, for seq2seq, a separate labels group."""
-    strategy, max_length = resolve_padding(settings, padding, max_length)
-    group = main_group(settings, strategy, max_length, pad_to_multiple_of, None)
+    group = padding_group(settings, padding, max_length, pad_to_multiple_of, None)
     if label_follower is not None:
-        group = (*group[:6], [*group[6], label_follower], group[7])
+        group = (*group[:6], (*group[6], label_follower), group[7])
     groups = [group] if label_group is None else [group, label_group]
     native = collate(
         features,

@@ -11,13 +11,7 @@ import numpy as np
 from ._arrow import ArrowBatch
 from ._native_collate import collate
 from ._rows import first_row, missing_main_input
-from ._tensors import (
-    batch_encoding,
-    check_return_tensors,
-    convert,
-    is_torch_tensor,
-    torch_module,
-)
+from ._tensors import batch_encoding, check_return_tensors, convert, is_torch_tensor
 
 # transformers' PreTrainedTokenizerBase defaults, used when no tokenizer is given.
 DEFAULT_MODEL_INPUT_NAMES = ("input_ids", "token_type_ids", "attention_mask")
@@ -189,10 +183,10 @@ def main_group(
         pad_to_multiple_of = clamped_multiple(pad_to_multiple_of)
     if return_attention_mask is None:
         return_attention_mask = "attention_mask" in settings.model_input_names
-    followers = [
+    followers = (
         ("token_type_ids", checked_pad_id("pad_token_type_id", settings.pad_token_type_id), True),
         ("special_tokens_mask", 1, True),
-    ]
+    )
     return (
         settings.main_input,
         checked_pad_id("pad_token_id", settings.pad_token_id or 0),
@@ -200,9 +194,43 @@ def main_group(
         max_length,
         pad_to_multiple_of,
         settings.padding_side == "left",
-        [f for f in followers if f[0] != settings.main_input],
+        tuple(f for f in followers if f[0] != settings.main_input),
         "attention_mask" if return_attention_mask else None,
     )
+
+
+_PLAIN_OPTION_TYPES = frozenset((bool, int, str, type(None)))
+_GROUPS: dict[tuple, tuple] = {}
+_MAX_GROUPS = 256
+
+
+def padding_group(
+    settings: PadSettings,
+    padding: Any,
+    max_length: int | None,
+    pad_to_multiple_of: int | None,
+    return_attention_mask: bool | None,
+) -> tuple:
+    """`resolve_padding` then `main_group`: the pad group for these settings and options,
+    remembered. A collator pads every batch with the same ones, and working the group out
+    again cost about a tenth of a small batch's time. Only options of plain types are
+    remembered, with their types in the key (True == 1, but `padding=1` is an error)."""
+    # Every field but model_input_names (a tuple of names), with its type.
+    values = (padding, max_length, pad_to_multiple_of, return_attention_mask, *settings[:3],
+              *settings[4:])
+    types = tuple(map(type, values))
+    if not _PLAIN_OPTION_TYPES.issuperset(types):
+        strategy, max_length = resolve_padding(settings, padding, max_length)
+        return main_group(settings, strategy, max_length, pad_to_multiple_of, return_attention_mask)
+    memo_key = (settings.model_input_names, values, types)
+    group = _GROUPS.get(memo_key)
+    if group is None:
+        strategy, max_length = resolve_padding(settings, padding, max_length)
+        group = main_group(settings, strategy, max_length, pad_to_multiple_of, return_attention_mask)
+        if len(_GROUPS) >= _MAX_GROUPS:
+            _GROUPS.clear()
+        _GROUPS[memo_key] = group
+    return group
 
 
 def _is_single_example(main_value: Any) -> bool:
@@ -221,7 +249,7 @@ def _is_single_example(main_value: Any) -> bool:
     return False
 
 
-def _default_return_tensors(main_values: Any) -> str | None:
+def _main_tensor_kind(main_values: Any) -> str | None:
     """tokenizer.pad's default for numpy / torch inputs: return the same kind. As there, the
     first row's main input decides, or, when it is a list, the first element of the first
     non-empty row."""
@@ -242,7 +270,7 @@ def _default_return_tensors(main_values: Any) -> str | None:
 
 
 class _MainValues:
-    """The main input of each row, read on demand (`_default_return_tensors` usually needs
+    """The main input of each row, read on demand (`_main_tensor_kind` usually needs
     only row 0)."""
 
     def __init__(self, rows: Sequence[Any], main: str):
@@ -304,14 +332,13 @@ def pad(
         model_input_names=model_input_names,
     )
     return_tensors = check_return_tensors(return_tensors)
-    strategy, max_length = resolve_padding(settings, padding, max_length)
-    group = main_group(settings, strategy, max_length, pad_to_multiple_of, return_attention_mask)
+    group = padding_group(settings, padding, max_length, pad_to_multiple_of, return_attention_mask)
     main = settings.main_input
 
     single = False
     if isinstance(encoded_inputs, ArrowBatch):
         # Rows still in Arrow storage: their Python rows hold lists of Python numbers.
-        features, main_values = encoded_inputs.require(main), [[]]
+        features, main_kind = encoded_inputs.require(main), None
     elif isinstance(encoded_inputs, Mapping):
         if main not in encoded_inputs:
             raise missing_main_input(main, encoded_inputs.keys())
@@ -321,38 +348,41 @@ def pad(
             # row[key], not .items(): a mapping subclass may compute its values on access.
             {key: [encoded_inputs[key]] for key in encoded_inputs} if single else encoded_inputs
         )
-        main_values = [main_value] if single else main_value
+        main_kind = _main_tensor_kind([main_value] if single else main_value)
     elif isinstance(encoded_inputs, (list, tuple)):
         features = encoded_inputs
-        first_row(encoded_inputs, main, "pad")
-        main_values = _MainValues(encoded_inputs, main)
+        first_main = first_row(encoded_inputs, main, "pad")[main]
+        if type(first_main) is list and first_main and type(first_main[0]) is int:
+            main_kind = None  # token ids as Python lists: the usual case, decided at once
+        else:
+            main_kind = _main_tensor_kind(_MainValues(encoded_inputs, main))
     else:
         raise TypeError(
             "pad() takes a list of mappings, a mapping of lists or one example, not "
             f"{type(encoded_inputs).__name__}"
         )
-    main_is_python = _default_return_tensors(main_values) is None
-    if return_tensors is None and not main_is_python:
-        return_tensors = _default_return_tensors(main_values)
+    if return_tensors is None:
+        return_tensors = main_kind
 
-    kept = {}
-    if main_is_python and isinstance(features, (list, tuple)):
-        kept = _kept_arrays(features, group)
+    # With a Python main input, tokenizer.pad leaves other keys' numpy / torch values as they
+    # are, for BatchEncoding to stack with their dtypes: the native module hands such keys
+    # back as lists of the original values.
+    keep_arrays = main_kind is None and isinstance(features, (list, tuple))
     batch = collate(
         features,
         [group],
         float32=return_tensors == "pt",
         allow_ragged=return_tensors is None,
-        **({"keys": [k for k in features[0] if k not in kept]} if kept else {}),
+        keep_arrays=keep_arrays,
     )
-    if not main_is_python:
+    if main_kind is not None:
         _values_to_python(batch)
-    out = convert(batch, return_tensors)
-    if kept:
-        for key, values in kept.items():
-            out[key] = _as_batch_encoding_tensor(key, values, return_tensors)
-        order = [*features[0], *(k for k in out if k not in features[0])]
-        out = {key: out[key] for key in order}
+    kept = ()
+    if keep_arrays:
+        kept = [
+            key for key, values in batch.items() if type(values) is list and _holds_arrays(values)
+        ]
+    out = convert(batch, return_tensors, stacked_as_batch_encoding=kept)
     if single:
         out = {key: _unbatch(value) for key, value in out.items()}
     return batch_encoding(out)
@@ -376,47 +406,11 @@ def _is_array(value: Any) -> bool:
     return isinstance(value, (np.ndarray, np.generic)) or is_torch_tensor(value)
 
 
-def _kept_arrays(rows: Sequence[Any], group: tuple) -> dict[str, list]:
-    """Keys outside the pad group whose rows hold numpy / torch values while the main input is
-    Python lists. tokenizer.pad converts arrays to Python numbers only when the main input is
-    one; otherwise such keys keep their arrays and BatchEncoding stacks them with their dtypes,
-    so they are built here the same way (reading them as numbers could change a float64 into
-    a float32)."""
-    padded = {group[0], *(follower[0] for follower in group[6]), group[7]}
-    kept = {}
-    for key in rows[0]:
-        if key in padded:
-            continue
-        try:
-            values = [row[key] for row in rows]
-        except (KeyError, TypeError, IndexError):
-            return {}  # a missing key or a row that is not a mapping: the native module names it
-        if all(type(value) in _PLAIN for value in values):
-            continue  # the usual case, decided without a call per value
-        if any(_is_array(value) for value in values):
-            kept[key] = values
-    return kept
-
-
-_PLAIN = frozenset((int, float, bool, list, tuple, str, type(None)))
-
-
-def _as_batch_encoding_tensor(key: str, values: list, return_tensors: str | None) -> Any:
-    """`BatchEncoding(..., tensor_type=return_tensors)`'s conversion of one key's values."""
-    if return_tensors is None:
-        return values
-    try:
-        if return_tensors == "pt":
-            torch = torch_module()
-            if isinstance(values[0], np.ndarray):
-                return torch.from_numpy(np.array(values))
-            return torch.tensor(values)
-        array = np.asarray(values)
-    except (ValueError, TypeError, RuntimeError) as err:
-        raise ValueError(f"cannot make a {return_tensors!r} tensor of '{key}': {err}") from err
-    if array.dtype == object:
-        raise ValueError(f"cannot make a numpy array of '{key}': its rows have different shapes")
-    return array
+def _holds_arrays(values: list) -> bool:
+    """Whether a key's values (handed back as objects) hold numpy / torch values."""
+    return any(
+        isinstance(value, (np.ndarray, np.generic)) or is_torch_tensor(value) for value in values
+    )
 
 
 def _unbatch(value: Any) -> Any:

@@ -7,7 +7,7 @@ the Rust-allocated buffer (no copy); ``None`` gives Python lists, as ``tokenizer
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import numpy as np
@@ -74,20 +74,51 @@ def raw_to_tensor(key: str, values: list, return_tensors: str | None):
     return array
 
 
-def convert(batch: Mapping[str, Any], return_tensors: str | None) -> dict:
+def as_batch_encoding_tensor(key: str, values: list, return_tensors: str | None) -> Any:
+    """`BatchEncoding(..., tensor_type=return_tensors)`'s conversion of one key's values (numpy
+    / torch values that tokenizer.pad left unconverted): stacked with their own dtypes."""
+    if return_tensors is None:
+        return values
+    try:
+        if return_tensors == "pt":
+            torch = torch_module()
+            if isinstance(values[0], np.ndarray):
+                return torch.from_numpy(np.array(values))
+            return torch.tensor(values)
+        array = np.asarray(values)
+    except (ValueError, TypeError, RuntimeError) as err:
+        raise ValueError(f"cannot make a {return_tensors!r} tensor of '{key}': {err}") from err
+    if array.dtype == object:
+        raise ValueError(f"cannot make a numpy array of '{key}': its rows have different shapes")
+    return array
+
+
+def convert(
+    batch: Mapping[str, Any],
+    return_tensors: str | None,
+    stacked_as_batch_encoding: Collection[str] = (),
+) -> dict:
     """Native output -> the requested format. The native module gives numpy arrays, and lists
-    for keys it left as Python objects (and, with return_tensors=None, for ragged rows)."""
+    for keys it left as Python objects (and, with return_tensors=None, for ragged rows); those
+    named in `stacked_as_batch_encoding` are converted by `as_batch_encoding_tensor`."""
     out: dict[str, Any] = {}
     if return_tensors == "pt":
         from_numpy = torch_module().from_numpy
         for key, value in batch.items():
             if isinstance(value, np.ndarray):
                 out[key] = from_numpy(value)
+            elif key in stacked_as_batch_encoding:
+                out[key] = as_batch_encoding_tensor(key, value, "pt")
             else:
                 out[key] = raw_to_tensor(key, value, "pt")
     elif return_tensors == "np":
         for key, value in batch.items():
-            out[key] = value if isinstance(value, np.ndarray) else raw_to_tensor(key, value, "np")
+            if isinstance(value, np.ndarray):
+                out[key] = value
+            elif key in stacked_as_batch_encoding:
+                out[key] = as_batch_encoding_tensor(key, value, "np")
+            else:
+                out[key] = raw_to_tensor(key, value, "np")
     else:
         for key, value in batch.items():
             out[key] = value.tolist() if isinstance(value, np.ndarray) else value

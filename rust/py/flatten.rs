@@ -42,7 +42,7 @@ pub fn flatten_batch<'py>(
     }
     // Listed as padded keys so that a value that is not numbers is an error, not kept raw.
     let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let (_, gathered) = gather(features, &key_refs, Some(keys.clone()))?;
+    let (_, gathered) = gather(features, &key_refs, Some(keys.clone()), false)?;
     let mut columns = gathered.into_iter().map(|g| g.column);
     let input_ids = columns.next().ok_or_else(|| {
         PyValueError::new_err("cannot collate an empty batch: no rows were given")

@@ -84,6 +84,8 @@ struct Gathered<'py> {
     raw: Vec<Bound<'py, PyAny>>,
     is_raw: bool,
     padded: bool,
+    /// Handed back raw as soon as a value is a numpy or torch value (see `collate`).
+    keep_arrays: bool,
 }
 
 fn key_string(key: &Bound<'_, PyAny>) -> PyResult<String> {
@@ -155,6 +157,9 @@ fn add_value<'py>(
     key: &str,
     row: usize,
 ) -> PyResult<()> {
+    if gathered.keep_arrays && !gathered.is_raw && read::is_array_value(&value) {
+        gathered.is_raw = true;
+    }
     if !gathered.is_raw {
         match read::read_value(&mut gathered.column, &value, &Site { key, row }) {
             Ok(()) => {}
@@ -205,6 +210,7 @@ fn gather<'py>(
     features: &Bound<'py, PyAny>,
     padded_keys: &[&str],
     only_keys: Option<Vec<String>>,
+    keep_arrays: bool,
 ) -> PyResult<(Vec<String>, Vec<Gathered<'py>>)> {
     let new_gathered = |key: &str, rows: usize| {
         let padded = padded_keys.contains(&key);
@@ -213,6 +219,7 @@ fn gather<'py>(
             raw: Vec::with_capacity(if padded { 0 } else { rows }),
             is_raw: false,
             padded,
+            keep_arrays: keep_arrays && !padded,
         }
     };
     let rows: Vec<Bound<'py, PyAny>> = if let Ok(list) = features.cast::<PyList>() {
@@ -287,7 +294,7 @@ fn gather<'py>(
             .ok()
             .and_then(|dict| dict.get_item(key).ok().flatten())
             .is_some_and(|value| read::is_torch_tensor(&value));
-        if first_is_tensor {
+        if first_is_tensor && !gathered.keep_arrays {
             let values: Option<Vec<Bound<'py, PyAny>>> = rows
                 .iter()
                 .map(|row| {
@@ -390,9 +397,14 @@ pub(crate) fn build_plan(
 
 /// Collates a batch: gathers every key of the first row (attached), pads the groups and stacks
 /// the rest (detached), and returns an ordered dict of numpy arrays. Keys whose values are not
-/// numbers come back as lists of the original objects, for the caller to handle.
+/// numbers come back as lists of the original objects, for the caller to handle; with
+/// `keep_arrays`, so do keys outside the pad groups holding a numpy or torch value (which
+/// tokenizer.pad leaves to BatchEncoding when the main input is Python lists).
 #[pyfunction]
-#[pyo3(signature = (features, groups, *, float32, allow_ragged=false, dtypes=None, keys=None))]
+#[pyo3(signature = (
+    features, groups, *, float32, allow_ragged=false, dtypes=None, keys=None, keep_arrays=false
+))]
+#[allow(clippy::too_many_arguments)]
 fn collate<'py>(
     py: Python<'py>,
     features: &Bound<'py, PyAny>,
@@ -401,6 +413,7 @@ fn collate<'py>(
     allow_ragged: bool,
     dtypes: Option<HashMap<String, String>>,
     keys: Option<Vec<String>>,
+    keep_arrays: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let plan = build_plan(groups, float32, allow_ragged, dtypes)?;
     let mut padded_keys: Vec<&str> = Vec::new();
@@ -409,7 +422,7 @@ fn collate<'py>(
         padded_keys.extend(group.followers.iter().map(|f| f.key.as_str()));
         padded_keys.extend(group.attention_mask.as_deref());
     }
-    let (keys, gathered) = gather(features, &padded_keys, keys)?;
+    let (keys, gathered) = gather(features, &padded_keys, keys, keep_arrays)?;
     let mut numeric = Vec::new();
     let mut raw = HashMap::new();
     for (key, g) in keys.iter().zip(gathered) {

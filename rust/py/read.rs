@@ -33,6 +33,7 @@ impl From<PyErr> for ReadError {
 
 /// numpy's abstract scalar types, for numpy scalars (np.int64(3), np.bool_(True), ...).
 struct NumpyScalarTypes {
+    generic: Py<PyType>,
     integer: Py<PyType>,
     floating: Py<PyType>,
     bool_: Py<PyType>,
@@ -45,6 +46,7 @@ fn numpy_scalars(py: Python<'_>) -> PyResult<&NumpyScalarTypes> {
     NUMPY_SCALARS.get_or_try_init(py, || {
         let np = py.import("numpy")?;
         Ok(NumpyScalarTypes {
+            generic: np.getattr("generic")?.cast_into::<PyType>()?.unbind(),
             integer: np.getattr("integer")?.cast_into::<PyType>()?.unbind(),
             floating: np.getattr("floating")?.cast_into::<PyType>()?.unbind(),
             bool_: np.getattr("bool_")?.cast_into::<PyType>()?.unbind(),
@@ -70,6 +72,21 @@ pub fn torch_tensor_type(py: Python<'_>) -> Option<&Bound<'_, PyType>> {
 
 pub fn is_torch_tensor(value: &Bound<'_, PyAny>) -> bool {
     torch_tensor_type(value.py()).is_some_and(|t| value.is_instance(t).unwrap_or(false))
+}
+
+/// Whether a row's value is a numpy array, a numpy scalar or a torch tensor.
+pub fn is_array_value(value: &Bound<'_, PyAny>) -> bool {
+    if value.is_exact_instance_of::<PyInt>()
+        || value.is_exact_instance_of::<PyList>()
+        || value.is_exact_instance_of::<PyFloat>()
+    {
+        return false;
+    }
+    value.is_instance_of::<PyUntypedArray>()
+        || numpy_scalars(value.py())
+            .and_then(|np| value.is_instance(np.generic.bind(value.py())))
+            .unwrap_or(false)
+        || is_torch_tensor(value)
 }
 
 /// Where a value is being read, for error messages.
