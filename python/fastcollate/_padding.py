@@ -225,8 +225,8 @@ def padding_group(
     memo_key = (settings.model_input_names, values, types)
     group = _GROUPS.get(memo_key)
     if group is None:
-        strategy, max_length = resolve_padding(settings, padding, max_length)
-        group = main_group(settings, strategy, max_length, pad_to_multiple_of, return_attention_mask)
+        strategy, length = resolve_padding(settings, padding, max_length)
+        group = main_group(settings, strategy, length, pad_to_multiple_of, return_attention_mask)
         if len(_GROUPS) >= _MAX_GROUPS:
             _GROUPS.clear()
         _GROUPS[memo_key] = group
