@@ -197,25 +197,55 @@ pub fn fill<T: Copy>(
     pad: T,
     left: bool,
 ) -> Result<Vec<T>> {
-    let rows = offsets.len().saturating_sub(1);
-    let mut out = try_filled(key, output_size::<T>(key, rows, target)?, pad)?;
-    for (row, dst) in out.chunks_exact_mut(target.max(1)).take(rows).enumerate() {
+    let lengths: Vec<usize> = offsets
+        .windows(2)
+        .map(|w| w[1].saturating_sub(w[0]))
+        .collect();
+    let filled = fill_in_place(key, &lengths, target, pad, left, |row, place| {
         let src = offsets
-            .get(row..row + 2)
-            .and_then(|w| values.get(w[0]..w[1]))
-            .unwrap_or_default();
-        let Some(padding) = target.checked_sub(src.len()) else {
+            .get(row)
+            .and_then(|&start| values.get(start..))
+            .and_then(|rest| rest.get(..place.len()));
+        match src {
+            Some(src) => {
+                place.copy_from_slice(src);
+                true
+            }
+            None => false,
+        }
+    })?;
+    filled.ok_or_else(|| CollateError::InvalidOption(format!("'{key}': offsets past its values")))
+}
+
+/// A `rows × target` buffer of `pad` in which `write_row(row, place)` puts each row's values:
+/// `place` is the row's `lengths[row]` slots, after the padding when `left`. Rows are written
+/// in order; `write_row` returns false to give up, and then the result is `Ok(None)`. A row
+/// longer than `target` is an error naming it.
+pub fn fill_in_place<T: Copy>(
+    key: &str,
+    lengths: &[usize],
+    target: usize,
+    pad: T,
+    left: bool,
+    mut write_row: impl FnMut(usize, &mut [T]) -> bool,
+) -> Result<Option<Vec<T>>> {
+    let mut out = try_filled(key, output_size::<T>(key, lengths.len(), target)?, pad)?;
+    for (row, &length) in lengths.iter().enumerate() {
+        let Some(padding) = target.checked_sub(length) else {
             return Err(CollateError::TooLong {
                 key: key.into(),
                 row,
-                length: src.len(),
+                length,
                 max_length: target,
             });
         };
-        let start = if left { padding } else { 0 };
-        dst[start..start + src.len()].copy_from_slice(src);
+        // In bounds: row < rows and length <= target, in a buffer of rows × target.
+        let start = row * target + if left { padding } else { 0 };
+        if !write_row(row, &mut out[start..start + length]) {
+            return Ok(None);
+        }
     }
-    Ok(out)
+    Ok(Some(out))
 }
 
 fn uniform_length(column: &Column) -> Result<Option<usize>> {
@@ -640,6 +670,42 @@ mod tests {
         p.dtypes.insert("label".into(), DType::I64);
         let out = collate(vec![f], &p).unwrap();
         assert_eq!(out[0].data, Data::I64(vec![1, 2, -1]));
+    }
+
+    #[test]
+    fn fill_in_place_pads_around_each_row_and_can_give_up() {
+        let rows: [&[i64]; 3] = [&[1, 2], &[], &[3, 4, 5]];
+        let lengths: Vec<usize> = rows.iter().map(|r| r.len()).collect();
+        for (left, expected) in [
+            (false, vec![1, 2, 9, 9, 9, 9, 3, 4, 5]),
+            (true, vec![9, 1, 2, 9, 9, 9, 3, 4, 5]),
+        ] {
+            let mut seen = Vec::new();
+            let out = fill_in_place("ids", &lengths, 3, 9, left, |row, place| {
+                seen.push(row);
+                place.copy_from_slice(rows[row]);
+                true
+            });
+            assert_eq!(out.unwrap(), Some(expected));
+            assert_eq!(seen, [0, 1, 2]);
+        }
+        let gave_up = fill_in_place("ids", &lengths, 3, 0, false, |row, _| row != 1);
+        assert_eq!(gave_up.unwrap(), None);
+        let err = fill_in_place("ids", &lengths, 2, 0, false, |_, _| true).unwrap_err();
+        assert_eq!(
+            err,
+            CollateError::TooLong {
+                key: "ids".into(),
+                row: 2,
+                length: 3,
+                max_length: 2
+            }
+        );
+        let err = fill_in_place::<i64>("ids", &[1, 1], usize::MAX, 0, false, |_, _| true);
+        assert!(
+            matches!(err, Err(CollateError::OutputTooLarge { .. })),
+            "{err:?}"
+        );
     }
 
     #[test]

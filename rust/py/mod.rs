@@ -4,6 +4,7 @@
 mod arrow;
 mod flatten;
 mod grouping;
+mod in_place;
 mod masking;
 mod read;
 mod sampling;
@@ -395,6 +396,79 @@ pub(crate) fn build_plan(
     })
 }
 
+/// What `pad_groups_in_place` did: the keys being collated, the outputs of the groups it
+/// padded, and the groups left for the core.
+struct InPlace {
+    keys: Vec<String>,
+    outputs: Vec<Output>,
+    rest_groups: Vec<PadGroup>,
+}
+
+/// Pads the groups it can straight from the rows (see `in_place`), for a list or tuple of
+/// exact dicts. `None`: nothing was padded in place (other rows, or no group qualified), and
+/// the whole batch goes the general way.
+fn pad_groups_in_place(
+    features: &Bound<'_, PyAny>,
+    plan: &Plan,
+    only_keys: &Option<Vec<String>>,
+) -> PyResult<Option<InPlace>> {
+    let items: Vec<Bound<'_, PyAny>> = if let Ok(list) = features.cast_exact::<PyList>() {
+        list.iter().collect()
+    } else if let Ok(tuple) = features.cast_exact::<PyTuple>() {
+        tuple.iter().collect()
+    } else {
+        return Ok(None);
+    };
+    let Some(rows) = items
+        .into_iter()
+        .map(|row| row.cast_into_exact::<PyDict>().ok())
+        .collect::<Option<Vec<_>>>()
+    else {
+        return Ok(None);
+    };
+    let Some(first) = rows.first() else {
+        return Ok(None);
+    };
+    // A key in two groups is left to the core, which decides between them.
+    let mut grouped: Vec<&str> = Vec::new();
+    for group in &plan.groups {
+        let members = std::iter::once(group.lead.as_str())
+            .chain(group.followers.iter().map(|f| f.key.as_str()))
+            .chain(group.attention_mask.as_deref());
+        for key in members {
+            if grouped.contains(&key) {
+                return Ok(None);
+            }
+            grouped.push(key);
+        }
+    }
+    let keys = match only_keys {
+        Some(keys) => keys.clone(),
+        None => match first.keys().iter().map(|key| key_string(&key)).collect() {
+            Ok(keys) => keys,
+            Err(_) => return Ok(None), // the general path raises it
+        },
+    };
+    let py = features.py();
+    let py_keys: Vec<Bound<'_, PyString>> = keys.iter().map(|k| PyString::new(py, k)).collect();
+    let mut outputs = Vec::new();
+    let mut rest_groups = Vec::new();
+    for group in &plan.groups {
+        match in_place::pad_group(&rows, &keys, &py_keys, group, plan) {
+            Some(group_outputs) => outputs.extend(group_outputs),
+            None => rest_groups.push(group.clone()),
+        }
+    }
+    if outputs.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(InPlace {
+        keys,
+        outputs,
+        rest_groups,
+    }))
+}
+
 /// Collates a batch: gathers every key of the first row (attached), pads the groups and stacks
 /// the rest (detached), and returns an ordered dict of numpy arrays. Keys whose values are not
 /// numbers come back as lists of the original objects, for the caller to handle; with
@@ -422,27 +496,62 @@ fn collate<'py>(
         padded_keys.extend(group.followers.iter().map(|f| f.key.as_str()));
         padded_keys.extend(group.attention_mask.as_deref());
     }
-    let (keys, gathered) = gather(features, &padded_keys, keys, keep_arrays)?;
+    // Groups padded straight from the rows (the usual batch); the rest is gathered into
+    // columns and padded by the core.
+    let (keys, in_place, core_plan, gathered) = match pad_groups_in_place(features, &plan, &keys)? {
+        None => {
+            let (keys, gathered) = gather(features, &padded_keys, keys, keep_arrays)?;
+            (keys, Vec::new(), plan.clone(), gathered)
+        }
+        Some(InPlace {
+            keys,
+            outputs,
+            rest_groups,
+        }) => {
+            let rest: Vec<String> = keys
+                .iter()
+                .filter(|key| !outputs.iter().any(|o| &o.key == *key))
+                .cloned()
+                .collect();
+            let gathered = if rest.is_empty() {
+                Vec::new()
+            } else {
+                gather(features, &padded_keys, Some(rest), keep_arrays)?.1
+            };
+            let core_plan = Plan {
+                groups: rest_groups,
+                ..plan.clone()
+            };
+            (keys, outputs, core_plan, gathered)
+        }
+    };
     let mut numeric = Vec::new();
     let mut raw = HashMap::new();
-    for (key, g) in keys.iter().zip(gathered) {
+    let gathered_keys = keys
+        .iter()
+        .filter(|key| !in_place.iter().any(|o| &o.key == *key));
+    for (key, g) in gathered_keys.zip(gathered) {
         if g.is_raw {
             raw.insert(key.clone(), g.raw);
         } else {
             numeric.push(g.column);
         }
     }
-    if numeric.is_empty() && raw.values().next().is_none_or(|r| r.is_empty()) {
+    if numeric.is_empty() && in_place.is_empty() && raw.values().next().is_none_or(|r| r.is_empty())
+    {
         return Err(to_py_err(CollateError::EmptyBatch));
     }
     let outputs = if numeric.is_empty() {
         Vec::new()
     } else {
-        py.detach(|| pad::collate(numeric, &plan))
+        py.detach(|| pad::collate(numeric, &core_plan))
             .map_err(to_py_err)?
     };
-    let mut outputs: HashMap<String, Output> =
-        outputs.into_iter().map(|o| (o.key.clone(), o)).collect();
+    let mut outputs: HashMap<String, Output> = outputs
+        .into_iter()
+        .chain(in_place)
+        .map(|o| (o.key.clone(), o))
+        .collect();
     let result = PyDict::new(py);
     let created: Vec<String> = plan
         .groups

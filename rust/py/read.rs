@@ -201,6 +201,53 @@ fn read_sequence(
     Ok(())
 }
 
+/// The item array of a list (`is_list`) or tuple; empty when it has no items.
+///
+/// # Safety
+/// `sequence` must be a list when `is_list`, else a tuple. The slice borrows the items: it may
+/// be used only while nothing can run Python code or change the sequence (attached, in a build
+/// with a GIL, calling nothing that may call back into Python).
+#[cfg(not(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy)))]
+unsafe fn sequence_items<'a>(
+    sequence: &'a Bound<'_, PyAny>,
+    is_list: bool,
+) -> &'a [*mut pyo3::ffi::PyObject] {
+    use pyo3::ffi;
+    let ptr = sequence.as_ptr();
+    // An empty list may have no item array, so the length is checked before it is touched.
+    let (len, first) = if is_list {
+        let list = ptr.cast::<ffi::PyListObject>();
+        (ffi::PyList_GET_SIZE(ptr), (*list).ob_item)
+    } else {
+        let tuple = ptr.cast::<ffi::PyTupleObject>();
+        let first = std::ptr::addr_of_mut!((*tuple).ob_item).cast::<*mut ffi::PyObject>();
+        (ffi::PyTuple_GET_SIZE(ptr), first)
+    };
+    if len <= 0 || first.is_null() {
+        return &[];
+    }
+    std::slice::from_raw_parts(first, len as usize)
+}
+
+/// The value of an exact int: read in place when it is small (`inline`: ints have the layout
+/// `small_int_value` reads), else through `PyLong_AsLongLongAndOverflow`. `None`: out of the
+/// int64 range.
+///
+/// # Safety
+/// `item` must be a live exact `int`.
+#[cfg(not(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy)))]
+#[inline(always)]
+unsafe fn exact_int_value(item: *mut pyo3::ffi::PyObject, inline: bool) -> Option<i64> {
+    if inline {
+        if let Some(value) = small_int_value(item) {
+            return Some(value);
+        }
+    }
+    let mut overflow = 0;
+    let value = pyo3::ffi::PyLong_AsLongLongAndOverflow(item, &mut overflow);
+    (overflow == 0).then_some(value)
+}
+
 /// Pushes the leading run of exact Python ints of a list (`is_list`) or tuple, read from its
 /// item array (no reference count, `Bound` or extraction call per item); returns how many items
 /// it took. A batch of list rows is read about 3x faster than item by item.
@@ -212,27 +259,11 @@ fn read_exact_ints(
     site: &Site<'_>,
 ) -> Result<usize, ReadError> {
     use pyo3::ffi;
-    let ptr = sequence.as_ptr();
-    // SAFETY: the caller checked that `sequence` is a list (`is_list`) or a tuple; an empty list
-    // may have no item array, so lengths are checked before the array is touched. Nothing below
-    // runs Python code (an exact int converts without calling back into Python) and the
-    // interpreter stays attached (a build with a GIL), so the length cannot change and the
-    // borrowed items stay alive while `items` is used.
-    let items: &[*mut ffi::PyObject] = unsafe {
-        let (len, first) = if is_list {
-            let list = ptr.cast::<ffi::PyListObject>();
-            (ffi::PyList_GET_SIZE(ptr), (*list).ob_item)
-        } else {
-            let tuple = ptr.cast::<ffi::PyTupleObject>();
-            let first = std::ptr::addr_of_mut!((*tuple).ob_item).cast::<*mut ffi::PyObject>();
-            (ffi::PyTuple_GET_SIZE(ptr), first)
-        };
-        if len <= 0 || first.is_null() {
-            return Ok(0);
-        }
-        std::slice::from_raw_parts(first, len as usize)
-    };
-    // SAFETY (in both loops): `items` holds live objects, see above.
+    // SAFETY: the caller checked the sequence's type. Nothing below runs Python code (an exact
+    // int converts without calling back into Python) and the interpreter stays attached, so the
+    // items stay alive and the sequence unchanged while `items` is used; in both loops below,
+    // `items` holds live objects.
+    let items = unsafe { sequence_items(sequence, is_list) };
     let run = items
         .iter()
         .position(|&item| unsafe { ffi::PyLong_CheckExact(item) } == 0)
@@ -245,21 +276,63 @@ fn read_exact_ints(
     let inline = int_digits_are_30_bit(sequence.py());
     let mut overflow_at = None;
     column.extend_ints(items[..run].iter().enumerate().map(|(position, &item)| {
-        if inline {
-            if let Some(value) = unsafe { small_int_value(item) } {
-                return value;
-            }
-        }
-        let mut overflow = 0;
-        let value = unsafe { ffi::PyLong_AsLongLongAndOverflow(item, &mut overflow) };
-        if overflow != 0 && overflow_at.is_none() {
+        let value = unsafe { exact_int_value(item, inline) };
+        if value.is_none() && overflow_at.is_none() {
             overflow_at = Some(position);
         }
-        value
+        value.unwrap_or(-1)
     }));
     match overflow_at {
         None => Ok(run),
         Some(position) => Err(site.overflow(position)),
+    }
+}
+
+/// Writes a list's (`is_list`) or tuple's items into `place`, which is as long as it, when
+/// every item is an exact int in the int64 range; `false` otherwise (`place` is then partly
+/// written, for the caller to discard).
+pub fn write_exact_ints(sequence: &Bound<'_, PyAny>, is_list: bool, place: &mut [i64]) -> bool {
+    #[cfg(not(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy)))]
+    {
+        use pyo3::ffi;
+        // SAFETY: as in `read_exact_ints`: the caller checked the type, and nothing here runs
+        // Python code.
+        let items = unsafe { sequence_items(sequence, is_list) };
+        if items.len() != place.len() {
+            return false;
+        }
+        let inline = int_digits_are_30_bit(sequence.py());
+        for (slot, &item) in place.iter_mut().zip(items) {
+            // SAFETY: `item` is live (see above) and checked to be an exact int before it is read.
+            if unsafe { ffi::PyLong_CheckExact(item) } == 0 {
+                return false;
+            }
+            match unsafe { exact_int_value(item, inline) } {
+                Some(value) => *slot = value,
+                None => return false,
+            }
+        }
+        true
+    }
+    #[cfg(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy))]
+    {
+        let Ok(items) = sequence.try_iter() else {
+            return false;
+        };
+        let mut written = 0;
+        for (slot, item) in place.iter_mut().zip(items) {
+            let Ok(item) = item else { return false };
+            if !item.is_exact_instance_of::<PyInt>() {
+                return false;
+            }
+            let Ok(value) = item.extract::<i64>() else {
+                return false;
+            };
+            *slot = value;
+            written += 1;
+        }
+        let _ = is_list;
+        written == place.len()
     }
 }
 
@@ -453,6 +526,72 @@ fn with_values<T: numpy::Element + Copy, R>(
     }
 }
 
+/// A numpy integer element type that int64 holds (every value, or, for uint64, those up to
+/// `i64::MAX`).
+pub trait IntElement: numpy::Element + Copy {
+    fn to_i64(self) -> Option<i64>;
+}
+
+macro_rules! int_elements_widen {
+    ($($t:ty),*) => {$(
+        impl IntElement for $t {
+            #[inline(always)]
+            fn to_i64(self) -> Option<i64> {
+                Some(i64::from(self))
+            }
+        }
+    )*};
+}
+int_elements_widen!(i8, i16, i32, i64, u8, u16, u32);
+
+impl IntElement for u64 {
+    #[inline(always)]
+    fn to_i64(self) -> Option<i64> {
+        i64::try_from(self).ok()
+    }
+}
+
+/// Something done with the values of an integer array, whatever their element type.
+pub trait IntValuesVisitor {
+    type Output;
+    fn visit<T: IntElement>(self, values: &[T]) -> Self::Output;
+}
+
+/// Hands `visitor` the values of a 1-d integer array (see `with_values`). `None`: not an
+/// aligned, native-order array of an integer type (bools and floats included).
+pub fn with_int_values<V: IntValuesVisitor>(
+    array: &Bound<'_, PyUntypedArray>,
+    visitor: V,
+) -> Option<V::Output> {
+    let dtype = array.dtype();
+    match (dtype.kind(), dtype.itemsize()) {
+        (b'i', 1) => with_values::<i8, _>(array, |v| visitor.visit(v)),
+        (b'i', 2) => with_values::<i16, _>(array, |v| visitor.visit(v)),
+        (b'i', 4) => with_values::<i32, _>(array, |v| visitor.visit(v)),
+        (b'i', 8) => with_values::<i64, _>(array, |v| visitor.visit(v)),
+        (b'u', 1) => with_values::<u8, _>(array, |v| visitor.visit(v)),
+        (b'u', 2) => with_values::<u16, _>(array, |v| visitor.visit(v)),
+        (b'u', 4) => with_values::<u32, _>(array, |v| visitor.visit(v)),
+        (b'u', 8) => with_values::<u64, _>(array, |v| visitor.visit(v)),
+        _ => None,
+    }
+}
+
+/// Writes `values[start..]`, as many as `place` holds, into `place` as int64; `false` when
+/// there are not that many, or one is past the int64 range.
+pub fn write_ints<T: IntElement>(values: &[T], start: usize, place: &mut [i64]) -> bool {
+    let Some(src) = values.get(start..).and_then(|rest| rest.get(..place.len())) else {
+        return false;
+    };
+    for (slot, &value) in place.iter_mut().zip(src) {
+        match value.to_i64() {
+            Some(value) => *slot = value,
+            None => return false,
+        }
+    }
+    true
+}
+
 /// Rows laid end to end in one array: each row's length, and the shape the rows close with
 /// (one value per row for `Shape::Scalar`).
 pub struct RowSplit<'a> {
@@ -593,15 +732,15 @@ pub fn read_tensor_rows(column: &mut Column, tensors: &[Bound<'_, PyAny>]) -> Py
 }
 
 /// One key's tensors laid end to end in a numpy array, with each row's length and shape.
-struct ConcatenatedRows<'py> {
-    array: Bound<'py, PyUntypedArray>,
-    lengths: Vec<usize>,
-    shape: Shape,
+pub(crate) struct ConcatenatedRows<'py> {
+    pub array: Bound<'py, PyUntypedArray>,
+    pub lengths: Vec<usize>,
+    pub shape: Shape,
 }
 
 /// The tensors concatenated (as a numpy array), their lengths and the rows' shape, when they are
 /// all exact 1-d tensors of one dtype, or all exact 0-d tensors of one dtype; `None` otherwise.
-fn concatenate_tensors<'py>(
+pub(crate) fn concatenate_tensors<'py>(
     tensors: &[Bound<'py, PyAny>],
 ) -> PyResult<Option<ConcatenatedRows<'py>>> {
     let Some(first) = tensors.first() else {
