@@ -13,7 +13,6 @@ use numpy::{PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-use crate::core::column::Shape;
 use crate::core::pad::{self, Data, Layout, Output, PadGroup, Plan, Strategy};
 
 use super::read::{self, ConcatenatedRows, IntElement, IntValuesVisitor};
@@ -57,9 +56,9 @@ fn member_rows<'py>(
         .map(|row| row.get_item(key).ok().flatten())
         .collect::<Option<_>>()?;
     if values.first().is_some_and(read::is_torch_tensor) {
-        let concatenated = read::concatenate_tensors(&values).ok()??;
-        return (concatenated.shape == Shape::Sequence)
-            .then_some(KeyRows::Concatenated(concatenated));
+        return read::concatenate_tensors(&values)
+            .ok()?
+            .map(KeyRows::Concatenated);
     }
     Some(KeyRows::Values(values))
 }

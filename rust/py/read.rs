@@ -693,22 +693,16 @@ fn tensor_as_numpy<'py>(tensor: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny
     tensor.call_method(intern!(py, "numpy"), (), Some(kwargs.bind(py)))
 }
 
-/// Reads one key's values, one 1-d `torch.Tensor` per row (or one 0-d tensor per row, as
-/// `set_format("torch")` gives labels), into a fresh column through a single `torch.cat` (or
-/// `torch.stack`): one call into torch for the batch instead of one or two per row (and one
-/// copy off the device). Reading each tensor's buffer in place instead was measured slower on
+/// Reads one key's values, one 1-d `torch.Tensor` per row, into a fresh column through a single
+/// `torch.cat`: one call into torch for the batch instead of one or two per row (and one copy
+/// off the device). Reading each tensor's buffer in place instead was measured slower on
 /// the CPU: the five attribute calls a tensor needs for it (dtype, device, data pointer, shape,
 /// stride, and the negation bit) cost more than its share of one `torch.cat`.
 /// `Ok(false)`: the batch is not of that shape (other types, mixed dtypes or devices, a dtype
 /// without a fast path, ...) and nothing was read; the caller reads row by row, which also
 /// reports any error with its row.
 pub fn read_tensor_rows(column: &mut Column, tensors: &[Bound<'_, PyAny>]) -> PyResult<bool> {
-    let Ok(Some(ConcatenatedRows {
-        array,
-        lengths,
-        shape,
-    })) = concatenate_tensors(tensors)
-    else {
+    let Ok(Some(ConcatenatedRows { array, lengths })) = concatenate_tensors(tensors) else {
         return Ok(false);
     };
     if column.rows() == 0 && array.dtype().kind() != b'f' {
@@ -716,7 +710,7 @@ pub fn read_tensor_rows(column: &mut Column, tensors: &[Bound<'_, PyAny>]) -> Py
     }
     let split = RowSplit {
         lengths: &lengths,
-        shape,
+        shape: Shape::Sequence,
     };
     match read_flat_array(column, &array, Some(&split)) {
         Ok(read) => Ok(read),
@@ -731,15 +725,16 @@ pub fn read_tensor_rows(column: &mut Column, tensors: &[Bound<'_, PyAny>]) -> Py
     }
 }
 
-/// One key's tensors laid end to end in a numpy array, with each row's length and shape.
+/// One key's 1-d tensors laid end to end in a numpy array, with each row's length.
 pub(crate) struct ConcatenatedRows<'py> {
     pub array: Bound<'py, PyUntypedArray>,
     pub lengths: Vec<usize>,
-    pub shape: Shape,
 }
 
-/// The tensors concatenated (as a numpy array), their lengths and the rows' shape, when they are
-/// all exact 1-d tensors of one dtype, or all exact 0-d tensors of one dtype; `None` otherwise.
+/// The tensors concatenated (as a numpy array) and their lengths, when they are all exact 1-d
+/// tensors of one dtype; `None` otherwise. 0-d tensors (the labels `set_format("torch")`
+/// gives) are left to the row-by-row read, one `item()` each: for 32 rows that took 11 us,
+/// a `torch.stack` of them 14.7 us.
 pub(crate) fn concatenate_tensors<'py>(
     tensors: &[Bound<'py, PyAny>],
 ) -> PyResult<Option<ConcatenatedRows<'py>>> {
@@ -754,15 +749,10 @@ pub(crate) fn concatenate_tensors<'py>(
     if !first.get_type().is(tensor_type) {
         return Ok(None);
     }
-    let shape = match first.call_method0(intern!(py, "dim"))?.extract::<usize>()? {
-        0 => Shape::Scalar,
-        1 => Shape::Sequence,
-        _ => return Ok(None),
-    };
-    let dtype = first.getattr(intern!(py, "dtype"))?;
-    if shape == Shape::Scalar {
-        return stack_scalar_tensors(tensors, tensor_type, &dtype);
+    if first.call_method0(intern!(py, "dim"))?.extract::<usize>()? != 1 {
+        return Ok(None);
     }
+    let dtype = first.getattr(intern!(py, "dtype"))?;
     let mut lengths = Vec::with_capacity(tensors.len());
     let mut total = 0usize;
     for tensor in tensors {
@@ -784,43 +774,7 @@ pub(crate) fn concatenate_tensors<'py>(
         Ok(py.import("torch")?.getattr("cat")?.unbind())
     })?;
     let flat = cat.bind(py).call1((PyTuple::new(py, tensors)?,))?;
-    Ok(flat_numpy(&flat, total)?.map(|array| ConcatenatedRows {
-        array,
-        lengths,
-        shape: Shape::Sequence,
-    }))
-}
-
-static TORCH_STACK: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-
-/// `concatenate_tensors` for 0-d tensors of one dtype: one `torch.stack`. It stacks only tensors
-/// of one shape, so a result of shape `(rows,)` means every row was 0-d.
-fn stack_scalar_tensors<'py>(
-    tensors: &[Bound<'py, PyAny>],
-    tensor_type: &Bound<'py, PyType>,
-    dtype: &Bound<'py, PyAny>,
-) -> PyResult<Option<ConcatenatedRows<'py>>> {
-    let py = tensor_type.py();
-    for tensor in tensors {
-        if !tensor.get_type().is(tensor_type) || !tensor.getattr(intern!(py, "dtype"))?.is(dtype) {
-            return Ok(None);
-        }
-    }
-    let stack = TORCH_STACK.get_or_try_init(py, || -> PyResult<_> {
-        Ok(py.import("torch")?.getattr("stack")?.unbind())
-    })?;
-    let Ok(stacked) = stack.bind(py).call1((PyTuple::new(py, tensors)?,)) else {
-        // Rows of different shapes: read row by row, which names the row.
-        return Ok(None);
-    };
-    let lengths = vec![1; tensors.len()];
-    Ok(
-        flat_numpy(&stacked, tensors.len())?.map(|array| ConcatenatedRows {
-            array,
-            lengths,
-            shape: Shape::Scalar,
-        }),
-    )
+    Ok(flat_numpy(&flat, total)?.map(|array| ConcatenatedRows { array, lengths }))
 }
 
 /// A 1-d tensor of `total` values as a numpy array (shared on the CPU); `None` when numpy has
