@@ -526,15 +526,24 @@ fn with_values<T: numpy::Element + Copy, R>(
     }
 }
 
-/// A numpy integer element type that int64 holds (every value, or, for uint64, those up to
-/// `i64::MAX`).
+/// A numpy integer element type, read as int64.
 pub trait IntElement: numpy::Element + Copy {
+    /// Whether int64 holds every value of the type (all but uint64).
+    const WIDENS: bool;
+    /// The value as int64, wrapping past `i64::MAX` (only uint64 can be).
+    fn wrapping_i64(self) -> i64;
+    /// The value as int64; `None` past `i64::MAX`.
     fn to_i64(self) -> Option<i64>;
 }
 
 macro_rules! int_elements_widen {
     ($($t:ty),*) => {$(
         impl IntElement for $t {
+            const WIDENS: bool = true;
+            #[inline(always)]
+            fn wrapping_i64(self) -> i64 {
+                i64::from(self)
+            }
             #[inline(always)]
             fn to_i64(self) -> Option<i64> {
                 Some(i64::from(self))
@@ -545,6 +554,11 @@ macro_rules! int_elements_widen {
 int_elements_widen!(i8, i16, i32, i64, u8, u16, u32);
 
 impl IntElement for u64 {
+    const WIDENS: bool = false;
+    #[inline(always)]
+    fn wrapping_i64(self) -> i64 {
+        self as i64
+    }
     #[inline(always)]
     fn to_i64(self) -> Option<i64> {
         i64::try_from(self).ok()
@@ -583,11 +597,12 @@ pub fn write_ints<T: IntElement>(values: &[T], start: usize, place: &mut [i64]) 
     let Some(src) = values.get(start..).and_then(|rest| rest.get(..place.len())) else {
         return false;
     };
+    if !T::WIDENS && src.iter().any(|value| value.to_i64().is_none()) {
+        return false;
+    }
+    // A loop with no exit, which the compiler vectorizes (a plain copy for int64).
     for (slot, &value) in place.iter_mut().zip(src) {
-        match value.to_i64() {
-            Some(value) => *slot = value,
-            None => return false,
-        }
+        *slot = value.wrapping_i64();
     }
     true
 }
