@@ -301,3 +301,150 @@ def test_torch_format_rows(collators, lengths, label_dtype, strided):
             }
         )
     assert_same_as_transformers(collators, rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# Padding in place (rust/py/in_place.rs): the usual batch is read straight into the padded
+# buffers; anything else makes it give up, at any row and key, and leave the group to the
+# general path. Either way the result must be transformers'.
+
+NUMPY_INT_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+                    np.uint64]
+
+
+def _row(ids, **extra):
+    row = {"input_ids": ids, "token_type_ids": [0] * len(ids), "attention_mask": [1] * len(ids)}
+    row.update(extra)
+    return row
+
+
+def _numpy_rows(dtype, lengths=(5, 2, 7)):
+    return [
+        {
+            "input_ids": (np.arange(n) + 3).astype(dtype),
+            "attention_mask": np.ones(n, dtype=dtype),
+            "label": i,
+        }
+        for i, n in enumerate(lengths)
+    ]
+
+
+@pytest.mark.parametrize("return_tensors", ["pt", "np"])
+@pytest.mark.parametrize("dtype", NUMPY_INT_DTYPES, ids=lambda d: d.__name__)
+def test_numpy_rows_of_every_int_dtype(collators, dtype, return_tensors):
+    assert_same_as_transformers(collators, _numpy_rows(dtype), return_tensors)
+
+
+def test_numpy_uint64_above_int64_names_key_and_row(collators):
+    rows = _numpy_rows(np.uint64)
+    rows[2]["input_ids"][4] = 2**63
+    with pytest.raises(ValueError, match=r"'input_ids' in row 2"):
+        collators[1](rows)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda a: a[::2], id="strided"),
+        pytest.param(lambda a: a.astype(a.dtype.newbyteorder()), id="byte-swapped"),
+        pytest.param(lambda a: a.view(np.recarray), id="subclass"),
+        pytest.param(lambda a: a.astype(np.float32), id="float32"),
+        pytest.param(lambda a: a.astype(np.bool_), id="bool"),
+    ],
+)
+@pytest.mark.parametrize("where", [0, 2])
+def test_unusual_numpy_rows_anywhere_in_the_batch(collators, make, where):
+    rows = _numpy_rows(np.int64, lengths=(6, 3, 8))
+    rows[where]["input_ids"] = make(np.arange(8) + 1)[: len(rows[where]["attention_mask"])]
+    rows[where]["attention_mask"] = np.ones(len(rows[where]["input_ids"]), dtype=np.int64)
+    try:
+        assert_same_as_transformers(collators, rows)
+    except ValueError as theirs_or_ours:
+        # Both sides must fail then (float32 ids are not an error for either).
+        with pytest.raises(type(theirs_or_ours)):
+            collators[1](rows)
+
+
+@pytest.mark.parametrize(
+    "last_ids",
+    [
+        pytest.param([101, 2.5, 102], id="float"),
+        pytest.param([101, True, 102], id="bool"),
+        pytest.param([101, MyInt(7), 102], id="int-subclass"),
+        # The longest row: transformers cannot pad a tuple (it adds a list to it).
+        pytest.param((101, 7, 8, 9, 102), id="tuple"),
+        pytest.param([], id="empty"),
+    ],
+)
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_a_different_last_row_pads_as_transformers(collators, bert_tokenizer, last_ids, side):
+    rows = [_row([101, 5, 6, 102]), _row([101, 102]), _row(list(last_ids))]
+    rows[2]["input_ids"] = last_ids
+    bert_tokenizer.padding_side = side
+    try:
+        assert_same_as_transformers(collators, rows)
+        assert_same_as_transformers(collators, rows, "np")
+    finally:
+        bert_tokenizer.padding_side = "right"
+
+
+def test_follower_of_another_length_in_a_late_row_names_it(collators):
+    rows = [_row([101, 5, 102]), _row([101, 102])]
+    rows[1]["attention_mask"] = [1, 1, 1]
+    with pytest.raises(ValueError, match=r"'attention_mask'.* row 1"):
+        collators[1](rows)
+
+
+def test_missing_key_in_a_late_row_names_it(collators):
+    rows = [_row([101, 5, 102]), _row([101, 102]), {"input_ids": [101, 102]}]
+    with pytest.raises(ValueError, match=r"row 2"):
+        collators[1](rows)
+
+
+def test_dict_subclass_and_tuple_batches(collators):
+    class Row(dict):
+        pass
+
+    rows = [Row(_row([101, 5, 102])), Row(_row([101, 102]))]
+    assert_same_as_transformers(collators, rows)
+    assert_same_as_transformers(collators, tuple(_row([101, 7, 8, 102]) for _ in range(3)))
+
+
+def test_attention_mask_created_when_rows_lack_it(collators):
+    rows = [{"input_ids": [101, 5, 102]}, {"input_ids": [101, 102]}]
+    assert_same_as_transformers(collators, rows)
+
+
+@pytest.mark.parametrize("padding", ["max_length", "longest", False])
+@pytest.mark.parametrize("pad_to_multiple_of", [None, 8])
+def test_padding_options_in_place(bert_tokenizer, padding, pad_to_multiple_of):
+    rows = [_row([101, 5, 6, 102]), _row([101, 102]), _row([101, 9, 102])]
+    if padding is False:
+        rows = [_row([101, 5, 102]) for _ in range(3)]
+    kwargs = dict(padding=padding, max_length=12, pad_to_multiple_of=pad_to_multiple_of)
+    theirs = DataCollatorWithPadding(bert_tokenizer, **kwargs)
+    ours = fastcollate.DataCollatorWithPadding(bert_tokenizer, **kwargs)
+    assert_same_as_transformers((theirs, ours), rows)
+
+
+def test_numpy_label_beside_list_rows_keeps_its_dtype(collators):
+    for label in (np.float64(0.25), np.int32(3)):
+        rows = [_row([101, 5, 102], label=label), _row([101, 102], label=label)]
+        assert_same_as_transformers(collators, rows)
+        assert_same_as_transformers(collators, rows, "np")
+
+
+@pytest.mark.parametrize("fmt", ["lists", "numpy", "torch"])
+def test_rows_are_left_as_they_were(collators, fmt):
+    rows = [_row([101, 5, 6, 102], label=1), _row([101, 102], label=0)]
+    if fmt != "lists":
+        convert = np.asarray if fmt == "numpy" else torch.tensor
+        rows = [{k: convert(v) for k, v in r.items()} for r in rows]
+    def snapshot(value):
+        return value.numpy().copy() if isinstance(value, torch.Tensor) else np.array(value)
+
+    before = [{k: snapshot(v) for k, v in r.items()} for r in rows]
+    collators[1](rows)
+    for row, was in zip(rows, before, strict=True):
+        for key, value in row.items():
+            assert np.array_equal(snapshot(value), was[key])
