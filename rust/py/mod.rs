@@ -1,5 +1,7 @@
 //! The binding layer: walks Python rows once (attached), hands plain columns to the core with
-//! the interpreter released, and gives the core's buffers to numpy without copying them.
+//! the interpreter released, and gives the core's buffers to numpy without copying them. Pad
+//! groups of the usual kind skip the columns: `in_place` writes their rows straight into the
+//! core's padded buffers.
 
 mod arrow;
 mod flatten;
