@@ -412,6 +412,7 @@ struct InPlace {
 fn pad_groups_in_place(
     features: &Bound<'_, PyAny>,
     plan: &Plan,
+    padded_keys: &[&str],
     only_keys: &Option<Vec<String>>,
 ) -> PyResult<Option<InPlace>> {
     let items: Vec<Bound<'_, PyAny>> = if let Ok(list) = features.cast_exact::<PyList>() {
@@ -432,17 +433,12 @@ fn pad_groups_in_place(
         return Ok(None);
     };
     // A key in two groups is left to the core, which decides between them.
-    let mut grouped: Vec<&str> = Vec::new();
-    for group in &plan.groups {
-        let members = std::iter::once(group.lead.as_str())
-            .chain(group.followers.iter().map(|f| f.key.as_str()))
-            .chain(group.attention_mask.as_deref());
-        for key in members {
-            if grouped.contains(&key) {
-                return Ok(None);
-            }
-            grouped.push(key);
-        }
+    if padded_keys
+        .iter()
+        .enumerate()
+        .any(|(i, key)| padded_keys[..i].contains(key))
+    {
+        return Ok(None);
     }
     let keys = match only_keys {
         Some(keys) => keys.clone(),
@@ -500,33 +496,34 @@ fn collate<'py>(
     }
     // Groups padded straight from the rows (the usual batch); the rest is gathered into
     // columns and padded by the core.
-    let (keys, in_place, core_plan, gathered) = match pad_groups_in_place(features, &plan, &keys)? {
-        None => {
-            let (keys, gathered) = gather(features, &padded_keys, keys, keep_arrays)?;
-            (keys, Vec::new(), plan.clone(), gathered)
-        }
-        Some(InPlace {
-            keys,
-            outputs,
-            rest_groups,
-        }) => {
-            let rest: Vec<String> = keys
-                .iter()
-                .filter(|key| !outputs.iter().any(|o| &o.key == *key))
-                .cloned()
-                .collect();
-            let gathered = if rest.is_empty() {
-                Vec::new()
-            } else {
-                gather(features, &padded_keys, Some(rest), keep_arrays)?.1
-            };
-            let core_plan = Plan {
-                groups: rest_groups,
-                ..plan.clone()
-            };
-            (keys, outputs, core_plan, gathered)
-        }
-    };
+    let (keys, in_place, rest_plan, gathered) =
+        match pad_groups_in_place(features, &plan, &padded_keys, &keys)? {
+            None => {
+                let (keys, gathered) = gather(features, &padded_keys, keys, keep_arrays)?;
+                (keys, Vec::new(), None, gathered)
+            }
+            Some(InPlace {
+                keys,
+                outputs,
+                rest_groups,
+            }) => {
+                let rest: Vec<String> = keys
+                    .iter()
+                    .filter(|key| !outputs.iter().any(|o| &o.key == *key))
+                    .cloned()
+                    .collect();
+                let gathered = if rest.is_empty() {
+                    Vec::new()
+                } else {
+                    gather(features, &padded_keys, Some(rest), keep_arrays)?.1
+                };
+                let rest_plan = Plan {
+                    groups: rest_groups,
+                    ..plan.clone()
+                };
+                (keys, outputs, Some(rest_plan), gathered)
+            }
+        };
     let mut numeric = Vec::new();
     let mut raw = HashMap::new();
     let gathered_keys = keys
@@ -546,7 +543,8 @@ fn collate<'py>(
     let outputs = if numeric.is_empty() {
         Vec::new()
     } else {
-        py.detach(|| pad::collate(numeric, &core_plan))
+        let core_plan = rest_plan.as_ref().unwrap_or(&plan);
+        py.detach(|| pad::collate(numeric, core_plan))
             .map_err(to_py_err)?
     };
     let mut outputs: HashMap<String, Output> = outputs
