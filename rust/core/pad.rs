@@ -62,6 +62,21 @@ pub struct PadGroup {
     pub attention_mask: Option<String>,
 }
 
+impl PadGroup {
+    /// Every key the group pads, in order (lead, followers, attention mask), with its pad value
+    /// and whether each row must be exactly as long as the lead's.
+    pub fn members(&self) -> Vec<(&str, i64, bool)> {
+        let mut members = vec![(self.lead.as_str(), self.lead_pad_value, true)];
+        members.extend(
+            self.followers
+                .iter()
+                .map(|f| (f.key.as_str(), f.pad_value, f.same_length_as_lead)),
+        );
+        members.extend(self.attention_mask.as_deref().map(|key| (key, 0, true)));
+        members
+    }
+}
+
 /// The dtype of an output buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DType {
@@ -408,17 +423,7 @@ pub fn collate(mut columns: Vec<Column>, plan: &Plan) -> Result<Vec<Output>> {
                 columns.push(ones_like_lengths(mask_key, &lead_lengths));
             }
         }
-        let mut members: Vec<(&str, i64, bool)> = vec![(&group.lead, group.lead_pad_value, true)];
-        members.extend(
-            group
-                .followers
-                .iter()
-                .map(|f| (f.key.as_str(), f.pad_value, f.same_length_as_lead)),
-        );
-        if let Some(mask_key) = &group.attention_mask {
-            members.push((mask_key, 0, true));
-        }
-        for (key, pad_value, same_length) in members {
+        for (key, pad_value, same_length) in group.members() {
             let Some(column) = columns.iter().find(|c| c.key == key) else {
                 continue;
             };

@@ -167,15 +167,8 @@ pub fn pad_group<'a, 'py>(
     plan: &Plan,
 ) -> Option<Vec<Output>> {
     let find = |key: &str| keys.iter().position(|k| k == key);
-    let mut wanted: Vec<(&'a str, i64, bool)> = vec![(&group.lead, group.lead_pad_value, true)];
-    wanted.extend(
-        group
-            .followers
-            .iter()
-            .map(|f| (f.key.as_str(), f.pad_value, f.same_length_as_lead)),
-    );
+    let wanted = group.members();
     let mask = group.attention_mask.as_deref();
-    wanted.extend(mask.map(|key| (key, 0, true)));
     if wanted
         .iter()
         .any(|(key, ..)| plan.dtypes.contains_key(*key))
