@@ -15,7 +15,8 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::core::pad::{self, Data, Layout, Output, PadGroup, Plan, Strategy};
 
-use super::read::{self, ConcatenatedRows, IntElement, IntValuesVisitor};
+use super::read::{self, IntElement, IntValuesVisitor};
+use super::tensors::{self, ConcatenatedRows};
 
 /// One key's values across the batch, as they will be read.
 enum KeyRows<'py> {
@@ -46,21 +47,46 @@ fn value_length(value: &Bound<'_, PyAny>) -> Option<usize> {
     (exact && array.ndim() == 1).then(|| array.len())
 }
 
-/// `key`'s values in every row (all exact dicts), readable here; None otherwise.
-fn member_rows<'py>(
+/// `key`'s value in every row (all exact dicts); None when a row lacks it.
+fn key_values<'py>(
     rows: &[Bound<'py, PyDict>],
     key: &Bound<'py, PyString>,
-) -> Option<KeyRows<'py>> {
-    let values: Vec<Bound<'py, PyAny>> = rows
-        .iter()
+) -> Option<Vec<Bound<'py, PyAny>>> {
+    rows.iter()
         .map(|row| row.get_item(key).ok().flatten())
-        .collect::<Option<_>>()?;
-    if values.first().is_some_and(read::is_torch_tensor) {
-        return read::concatenate_tensors(&values)
-            .ok()?
-            .map(KeyRows::Concatenated);
+        .collect()
+}
+
+/// The group members' values as they will be read: when every member holds tensors, all of
+/// them through one `torch.cat` (one call into torch instead of one per key), else each
+/// member's through its own; other values as they are. None when some member's tensors
+/// cannot be concatenated.
+fn members_rows<'py>(members: Vec<Vec<Bound<'py, PyAny>>>) -> Option<Vec<KeyRows<'py>>> {
+    let holds_tensors =
+        |values: &Vec<Bound<'py, PyAny>>| values.first().is_some_and(tensors::is_torch_tensor);
+    if members.len() > 1 && members.iter().all(holds_tensors) {
+        let keys: Vec<&[Bound<'py, PyAny>]> = members.iter().map(Vec::as_slice).collect();
+        if let Some(concatenated) = tensors::concatenate_tensors(&keys) {
+            return Some(
+                concatenated
+                    .into_iter()
+                    .map(KeyRows::Concatenated)
+                    .collect(),
+            );
+        }
     }
-    Some(KeyRows::Values(values))
+    members
+        .into_iter()
+        .map(|values| {
+            if holds_tensors(&values) {
+                tensors::concatenate_tensors(&[&values])
+                    .and_then(|mut keys| keys.pop())
+                    .map(KeyRows::Concatenated)
+            } else {
+                Some(KeyRows::Values(values))
+            }
+        })
+        .collect()
 }
 
 fn lengths_of(rows: &KeyRows<'_>) -> Option<Vec<usize>> {
@@ -100,6 +126,8 @@ impl IntValuesVisitor for WriteFrom<'_> {
 /// Fills a padded buffer from concatenated rows, each row's values a slice of `values`.
 struct FillFromConcatenated<'a> {
     key: &'a str,
+    /// Where the key's values start in the concatenation.
+    offset: usize,
     lengths: &'a [usize],
     target: usize,
     pad_value: i64,
@@ -109,16 +137,17 @@ struct FillFromConcatenated<'a> {
 impl IntValuesVisitor for FillFromConcatenated<'_> {
     type Output = Option<Vec<i64>>;
     fn visit<T: IntElement>(self, values: &[T]) -> Option<Vec<i64>> {
-        let mut start = 0usize;
+        let mut start = self.offset;
         let filled = pad::fill_in_place(
             self.key,
             self.lengths,
             self.target,
             self.pad_value,
             self.left,
-            |_, place| {
-                let written = read::write_ints(values, start, place);
-                start = start.saturating_add(place.len());
+            |row, out| {
+                let length = self.lengths[row];
+                let written = read::append_ints(values, start, length, out);
+                start = start.saturating_add(length);
                 written
             },
         );
@@ -134,10 +163,11 @@ fn fill_member(member: &Member<'_, '_>, target: usize, left: bool) -> Option<Vec
             target,
             member.pad_value,
             left,
-            |row, place| {
-                values
-                    .get(row)
-                    .is_some_and(|value| write_value(value, place))
+            |row, out| {
+                let Some(value) = values.get(row) else {
+                    return false;
+                };
+                pad::append_slots(out, member.lengths[row], |place| write_value(value, place))
             },
         )
         .ok()
@@ -146,6 +176,7 @@ fn fill_member(member: &Member<'_, '_>, target: usize, left: bool) -> Option<Vec
             &concatenated.array,
             FillFromConcatenated {
                 key: member.key,
+                offset: concatenated.offset,
                 lengths: &member.lengths,
                 target,
                 pad_value: member.pad_value,
@@ -175,7 +206,8 @@ pub fn pad_group<'a, 'py>(
     {
         return None;
     }
-    let mut members: Vec<(Member<'a, 'py>, bool)> = Vec::with_capacity(wanted.len());
+    let mut found = Vec::with_capacity(wanted.len());
+    let mut values = Vec::with_capacity(wanted.len());
     for (index, (key, pad_value, same_length)) in wanted.into_iter().enumerate() {
         let Some(position) = find(key) else {
             if index == 0 {
@@ -183,7 +215,12 @@ pub fn pad_group<'a, 'py>(
             }
             continue;
         };
-        let member_rows = member_rows(rows, &py_keys[position])?;
+        found.push((&keys[position], pad_value, same_length));
+        values.push(key_values(rows, &py_keys[position])?);
+    }
+    let mut members: Vec<(Member<'a, 'py>, bool)> = Vec::with_capacity(found.len());
+    for ((key, pad_value, same_length), member_rows) in found.into_iter().zip(members_rows(values)?)
+    {
         let lengths = lengths_of(&member_rows)?;
         // A key without a single value has no element type yet: left to the general path.
         if lengths.iter().all(|&length| length == 0) {
@@ -191,7 +228,7 @@ pub fn pad_group<'a, 'py>(
         }
         members.push((
             Member {
-                key: &keys[position],
+                key,
                 rows: member_rows,
                 lengths,
                 pad_value,
@@ -247,8 +284,8 @@ pub fn pad_group<'a, 'py>(
             target,
             0,
             group.left,
-            |_, place| {
-                place.fill(1);
+            |row, out| {
+                out.resize(out.len() + lead_lengths[row], 1);
                 true
             },
         )

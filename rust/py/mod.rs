@@ -10,6 +10,7 @@ mod in_place;
 mod masking;
 mod read;
 mod sampling;
+mod tensors;
 
 use std::collections::HashMap;
 
@@ -199,13 +200,15 @@ fn reserve_like_first_row(column: &mut Column, first_value: &Bound<'_, PyAny>, r
     }
 }
 
-/// Reads a whole key at once when its values are 1-d torch tensors (see
-/// `read::read_tensor_rows`). `false`: nothing was read; read the values one by one.
+/// Reads a whole key at once when its values are torch tensors: 1-d ones through one
+/// `torch.cat` (`read::read_tensor_rows`), 0-d ones (labels) one `item()` each
+/// (`read::read_tensor_scalars`). `false`: nothing was read; read the values one by one.
 fn add_tensor_values(gathered: &mut Gathered<'_>, values: &[Bound<'_, PyAny>]) -> PyResult<bool> {
-    if !values.first().is_some_and(read::is_torch_tensor) {
+    if !values.first().is_some_and(tensors::is_torch_tensor) {
         return Ok(false);
     }
-    read::read_tensor_rows(&mut gathered.column, values)
+    Ok(read::read_tensor_rows(&mut gathered.column, values)?
+        || read::read_tensor_scalars(&mut gathered.column, values).map_err(to_py_err)?)
 }
 
 /// Walks the batch once: a list/tuple of mappings (rows), or a mapping of key -> rows.
@@ -296,7 +299,7 @@ fn gather<'py>(
             .cast_exact::<PyDict>()
             .ok()
             .and_then(|dict| dict.get_item(key).ok().flatten())
-            .is_some_and(|value| read::is_torch_tensor(&value));
+            .is_some_and(|value| tensors::is_torch_tensor(&value));
         if first_is_tensor && !gathered.keep_arrays {
             let values: Option<Vec<Bound<'py, PyAny>>> = rows
                 .iter()

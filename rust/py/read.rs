@@ -12,10 +12,14 @@ use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUnt
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyTuple, PyType};
+use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PyTuple, PyType};
 
 use crate::core::column::{Column, Shape};
 use crate::core::error::CollateError;
+
+use super::tensors::{
+    concatenate_tensors, is_torch_tensor, tensor_as_numpy, torch_tensor_type, ConcatenatedRows,
+};
 
 /// Why a value could not be read. `NotNumeric` values may be kept raw by the caller; the others
 /// are errors in any case.
@@ -40,7 +44,6 @@ struct NumpyScalarTypes {
 }
 
 static NUMPY_SCALARS: PyOnceLock<NumpyScalarTypes> = PyOnceLock::new();
-static TORCH_TENSOR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 fn numpy_scalars(py: Python<'_>) -> PyResult<&NumpyScalarTypes> {
     NUMPY_SCALARS.get_or_try_init(py, || {
@@ -52,26 +55,6 @@ fn numpy_scalars(py: Python<'_>) -> PyResult<&NumpyScalarTypes> {
             bool_: np.getattr("bool_")?.cast_into::<PyType>()?.unbind(),
         })
     })
-}
-
-/// torch.Tensor, once torch has been imported by someone (a tensor cannot exist before that).
-pub fn torch_tensor_type(py: Python<'_>) -> Option<&Bound<'_, PyType>> {
-    if let Some(t) = TORCH_TENSOR.get(py) {
-        return Some(t.bind(py));
-    }
-    let modules = py.import("sys").ok()?.getattr("modules").ok()?;
-    let torch = modules.cast::<PyDict>().ok()?.get_item("torch").ok()??;
-    let tensor = torch
-        .getattr("Tensor")
-        .ok()?
-        .cast_into::<PyType>()
-        .ok()?
-        .unbind();
-    Some(TORCH_TENSOR.get_or_init(py, || tensor).bind(py))
-}
-
-pub fn is_torch_tensor(value: &Bound<'_, PyAny>) -> bool {
-    torch_tensor_type(value.py()).is_some_and(|t| value.is_instance(t).unwrap_or(false))
 }
 
 /// Whether a row's value is a numpy array, a numpy scalar or a torch tensor.
@@ -594,17 +577,38 @@ pub fn with_int_values<V: IntValuesVisitor>(
 /// Writes `values[start..]`, as many as `place` holds, into `place` as int64; `false` when
 /// there are not that many, or one is past the int64 range.
 pub fn write_ints<T: IntElement>(values: &[T], start: usize, place: &mut [i64]) -> bool {
-    let Some(src) = values.get(start..).and_then(|rest| rest.get(..place.len())) else {
+    let Some(src) = int64_range(values, start, place.len()) else {
         return false;
     };
-    if !T::WIDENS && src.iter().any(|value| value.to_i64().is_none()) {
-        return false;
-    }
     // A loop with no exit, which the compiler vectorizes (a plain copy for int64).
     for (slot, &value) in place.iter_mut().zip(src) {
         *slot = value.wrapping_i64();
     }
     true
+}
+
+/// Appends `values[start..start + length]` to `out` as int64; `false` (and nothing appended)
+/// when there are not that many, or one is past the int64 range.
+pub fn append_ints<T: IntElement>(
+    values: &[T],
+    start: usize,
+    length: usize,
+    out: &mut Vec<i64>,
+) -> bool {
+    let Some(src) = int64_range(values, start, length) else {
+        return false;
+    };
+    out.extend(src.iter().map(|&value| value.wrapping_i64()));
+    true
+}
+
+/// `values[start..start + length]` when it exists and every value fits int64.
+fn int64_range<T: IntElement>(values: &[T], start: usize, length: usize) -> Option<&[T]> {
+    let src = values.get(start..)?.get(..length)?;
+    if !T::WIDENS && src.iter().any(|value| value.to_i64().is_none()) {
+        return None;
+    }
+    Some(src)
 }
 
 /// Rows laid end to end in one array: each row's length, and the shape the rows close with
@@ -693,31 +697,19 @@ fn read_flat_array(
     }
 }
 
-static FORCE_KWARGS: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
-static TORCH_CAT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-
-/// Turns a torch tensor into a numpy array sharing its memory (copying only off-CPU tensors).
-fn tensor_as_numpy<'py>(tensor: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-    let py = tensor.py();
-    // One `{"force": True}` for every call: torch's argument parser only reads it.
-    let kwargs = FORCE_KWARGS.get_or_try_init(py, || -> PyResult<_> {
-        let kwargs = PyDict::new(py);
-        kwargs.set_item("force", true)?;
-        Ok(kwargs.unbind())
-    })?;
-    tensor.call_method(intern!(py, "numpy"), (), Some(kwargs.bind(py)))
-}
-
 /// Reads one key's values, one 1-d `torch.Tensor` per row, into a fresh column through a single
-/// `torch.cat`: one call into torch for the batch instead of one or two per row (and one copy
-/// off the device). Reading each tensor's buffer in place instead was measured slower on
-/// the CPU: the five attribute calls a tensor needs for it (dtype, device, data pointer, shape,
-/// stride, and the negation bit) cost more than its share of one `torch.cat`.
-/// `Ok(false)`: the batch is not of that shape (other types, mixed dtypes or devices, a dtype
-/// without a fast path, ...) and nothing was read; the caller reads row by row, which also
-/// reports any error with its row.
+/// `torch.cat` (see `tensors::concatenate_tensors`): one call into torch for the batch instead
+/// of one or two per row (and one copy off the device). Reading each tensor's buffer in place
+/// instead was measured slower on the CPU: the five attribute calls a tensor needs for it
+/// (dtype, device, data pointer, shape, stride, and the negation bit) cost more than its share
+/// of one `torch.cat`.
+/// `Ok(false)`: the batch is not of that shape (other types, mixed float dtypes or devices, a
+/// dtype without a fast path, ...) and nothing was read; the caller reads row by row, which
+/// also reports any error with its row.
 pub fn read_tensor_rows(column: &mut Column, tensors: &[Bound<'_, PyAny>]) -> PyResult<bool> {
-    let Ok(Some(ConcatenatedRows { array, lengths })) = concatenate_tensors(tensors) else {
+    let Some(ConcatenatedRows { array, lengths, .. }) =
+        concatenate_tensors(&[tensors]).and_then(|mut keys| keys.pop())
+    else {
         return Ok(false);
     };
     if column.rows() == 0 && array.dtype().kind() != b'f' {
@@ -740,75 +732,54 @@ pub fn read_tensor_rows(column: &mut Column, tensors: &[Bound<'_, PyAny>]) -> Py
     }
 }
 
-/// One key's 1-d tensors laid end to end in a numpy array, with each row's length.
-pub(crate) struct ConcatenatedRows<'py> {
-    pub array: Bound<'py, PyUntypedArray>,
-    pub lengths: Vec<usize>,
-}
-
-/// The tensors concatenated (as a numpy array) and their lengths, when they are all exact 1-d
-/// tensors of one dtype; `None` otherwise. 0-d tensors (the labels `set_format("torch")`
-/// gives) are left to the row-by-row read, one `item()` each: for 32 rows that took 11 us,
-/// a `torch.stack` of them 14.7 us.
-pub(crate) fn concatenate_tensors<'py>(
-    tensors: &[Bound<'py, PyAny>],
-) -> PyResult<Option<ConcatenatedRows<'py>>> {
-    let Some(first) = tensors.first() else {
-        return Ok(None);
+/// Reads one key's values, one 0-d `torch.Tensor` per row (the labels `set_format("torch")`
+/// gives), into a fresh column. Each row takes one `tolist()`, which gives a 0-d tensor's
+/// number as `item()` does (int for integer dtypes, float, bool) and anything else as a list,
+/// so it also tells a 0-d tensor from a one-element tensor, which `item()` takes too: for 32
+/// rows that is 6 us against 7.7 for `dim()` and `item()`, and 8.5 for a `torch.stack`. Row 0
+/// is checked with `dim()` first, so a key of large tensors is not turned into lists.
+/// `false`: some value is not an exact 0-d tensor whose number is in range, or the column is
+/// not fresh, and nothing was read (the caller reads row by row and reports it). Closing
+/// scalar rows in a fresh column cannot fail; were it to, the error comes back.
+pub fn read_tensor_scalars(
+    column: &mut Column,
+    tensors: &[Bound<'_, PyAny>],
+) -> Result<bool, CollateError> {
+    let Some(first) = tensors.first().filter(|_| column.rows() == 0) else {
+        return Ok(false);
     };
     let py = first.py();
     let Some(tensor_type) = torch_tensor_type(py) else {
-        return Ok(None);
+        return Ok(false);
     };
-    // Exact tensors only: a subclass may override torch functions.
-    if !first.get_type().is(tensor_type) {
-        return Ok(None);
+    let first_dim = first
+        .call_method0(intern!(py, "dim"))
+        .and_then(|dim| dim.extract::<usize>());
+    if !matches!(first_dim, Ok(0)) {
+        return Ok(false);
     }
-    if first.call_method0(intern!(py, "dim"))?.extract::<usize>()? != 1 {
-        return Ok(None);
-    }
-    let dtype = first.getattr(intern!(py, "dtype"))?;
-    let mut lengths = Vec::with_capacity(tensors.len());
-    let mut total = 0usize;
+    let site = Site {
+        key: &column.key,
+        row: 0,
+    };
+    let mut scalars = Vec::with_capacity(tensors.len());
     for tensor in tensors {
-        if !tensor.get_type().is(tensor_type) || !tensor.getattr(intern!(py, "dtype"))?.is(&dtype) {
-            return Ok(None);
+        if !tensor.get_type().is(tensor_type) {
+            return Ok(false);
         }
-        let length = tensor
-            .call_method0(intern!(py, "numel"))?
-            .extract::<usize>()?;
-        lengths.push(length);
-        total = total.saturating_add(length);
+        let Ok(number) = tensor.call_method0(intern!(py, "tolist")) else {
+            return Ok(false);
+        };
+        match read_scalar(&number, &site, 0) {
+            Ok(Some(scalar)) => scalars.push(scalar),
+            _ => return Ok(false),
+        }
     }
-    // torch.cat needs equal ranks, so a non-empty 1-d first row makes every row 1-d (it skips
-    // empty 1-d rows, which are 1-d as well).
-    if lengths[0] == 0 {
-        return Ok(None);
+    for scalar in scalars {
+        push_scalar(column, scalar);
+        column.end_row(Shape::Scalar)?;
     }
-    let cat = TORCH_CAT.get_or_try_init(py, || -> PyResult<_> {
-        Ok(py.import("torch")?.getattr("cat")?.unbind())
-    })?;
-    let flat = cat.bind(py).call1((PyTuple::new(py, tensors)?,))?;
-    Ok(flat_numpy(&flat, total)?.map(|array| ConcatenatedRows { array, lengths }))
-}
-
-/// A 1-d tensor of `total` values as a numpy array (shared on the CPU); `None` when numpy has
-/// no such dtype or the result is not that shape.
-fn flat_numpy<'py>(
-    flat: &Bound<'py, PyAny>,
-    total: usize,
-) -> PyResult<Option<Bound<'py, PyUntypedArray>>> {
-    let Ok(converted) = tensor_as_numpy(flat) else {
-        // dtypes numpy lacks (bfloat16, ...): the caller reads row by row.
-        return Ok(None);
-    };
-    let Ok(array) = converted.cast_into::<PyUntypedArray>() else {
-        return Ok(None);
-    };
-    if array.ndim() != 1 || array.len() != total {
-        return Ok(None);
-    }
-    Ok(Some(array))
+    Ok(true)
 }
 
 /// Reads one row's value under a key into `column` and closes the row.
@@ -840,8 +811,8 @@ fn read_value_inner(
     } else if is_torch_tensor(value) {
         let py = value.py();
         if value.call_method0(intern!(py, "dim"))?.extract::<usize>()? == 0 {
-            // A label from `set_format("torch")`: `item()` gives the Python number in one call
-            // into torch (int for integer dtypes, float, bool), as numpy's `item()` would.
+            // `item()` gives the Python number in one call into torch (int for integer dtypes,
+            // float, bool), as numpy's `item()` would.
             let item = value.call_method0(intern!(py, "item"))?;
             return read_scalar_row(column, &item, site);
         }
