@@ -448,3 +448,137 @@ def test_rows_are_left_as_they_were(collators, fmt):
     for row, was in zip(rows, before, strict=True):
         for key, value in row.items():
             assert np.array_equal(snapshot(value), was[key])
+
+
+# ---------------------------------------------------------------------------------------------
+# Tensor keys through one torch.cat (rust/py/tensors.rs): a key's tensors are concatenated
+# without looking at each row's dtype (the result's dtype says whether every value came through
+# exactly), the keys of a pad group share one cat, and 0-d labels are read with one tolist()
+# each. Rows whose dtypes differ per key and per row must still give transformers' output, or
+# an error where transformers has one.
+
+MIXED_DTYPES = [
+    torch.int64,
+    torch.int32,
+    torch.int8,
+    torch.uint8,
+    torch.uint64,
+    torch.bool,
+    torch.float16,
+    torch.float32,
+    torch.float64,
+]
+
+
+def _values(dtype: torch.dtype) -> st.SearchStrategy:
+    if dtype == torch.bool:
+        return st.booleans()
+    if dtype.is_floating_point:
+        # Exact in float16 as in float64: the dtypes then decide the result, not rounding.
+        return st.sampled_from([0.0, 0.5, -1.5, 3.0, 2048.0])
+    info = torch.iinfo(dtype)
+    edges = [info.min, info.max, 0, 1]
+    if dtype == torch.uint64:
+        edges = [0, 1, 2**62]  # transformers reads values past int64 as an error
+    elif dtype in (torch.int64, torch.int32):
+        edges += [2**24 + 1]  # not a float32: a float row beside it must not round it
+    return st.one_of(st.sampled_from(edges), st.integers(max(info.min, -100), min(info.max, 100)))
+
+
+@st.composite
+def _tensor(draw, length: int, dtypes=MIXED_DTYPES) -> torch.Tensor:
+    dtype = draw(st.sampled_from(dtypes))
+    values = draw(st.lists(_values(dtype), min_size=length, max_size=length))
+    return torch.tensor(values, dtype=dtype)
+
+
+@st.composite
+def _mixed_dtype_rows(draw) -> list[dict]:
+    rows = []
+    for _ in range(draw(st.integers(1, 5))):
+        length = draw(st.integers(0, 5))
+        label = draw(_tensor(1, [torch.int64, torch.int32, torch.bool, torch.float32]))
+        rows.append(
+            {
+                "input_ids": draw(_tensor(length)),
+                "token_type_ids": draw(_tensor(length)),
+                "attention_mask": draw(_tensor(length)),
+                "scores": draw(_tensor(3)),  # not padded: a key read on its own
+                # Mostly 0-d, now and then a one-element row (which item() would also take).
+                "label": label if draw(st.integers(0, 7)) == 0 else label[0],
+            }
+        )
+    return rows
+
+
+def assert_same_as_transformers_or_both_raise(collators, rows, return_tensors):
+    theirs, ours = collators
+    theirs.return_tensors = return_tensors
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            expected = theirs(rows)
+    except Exception:  # noqa: BLE001 - any failure of theirs must be a clear error of ours
+        expected = None
+    finally:
+        theirs.return_tensors = "pt"
+    if expected is None:
+        ours.return_tensors = return_tensors
+        try:
+            with pytest.raises((ValueError, TypeError)):
+                ours(rows)
+        finally:
+            ours.return_tensors = "pt"
+    else:
+        assert_same_as_transformers(collators, rows, return_tensors)
+
+
+@given(_mixed_dtype_rows(), st.sampled_from(["pt", "np"]))
+@settings(max_examples=150, deadline=None)
+def test_tensor_rows_of_mixed_dtypes(collators, rows, return_tensors):
+    assert_same_as_transformers_or_both_raise(collators, rows, return_tensors)
+
+
+@pytest.mark.parametrize(
+    "dtypes",
+    [
+        # (input_ids, token_type_ids, attention_mask) in every row; the last two make the
+        # group's keys go through one cat, the others each key on its own.
+        (torch.int64, torch.int64, torch.bool),  # a mask of bools stays bool when unpadded
+        (torch.int32, torch.int8, torch.uint8),  # promoted to int16/int32: values kept
+        (torch.int64, torch.float32, torch.int64),  # a float key: not one cat
+        (torch.uint64, torch.int64, torch.int64),  # torch cannot promote uint64 with int64
+        (torch.int64, torch.int64, torch.int64),
+        (torch.int16, torch.int16, torch.int16),
+    ],
+    ids=str,
+)
+@pytest.mark.parametrize("lengths", [(3, 3), (2, 4)], ids=["equal", "ragged"])
+@pytest.mark.parametrize("return_tensors", ["pt", "np"])
+def test_pad_group_keys_of_different_dtypes(collators, dtypes, lengths, return_tensors):
+    keys = ("input_ids", "token_type_ids", "attention_mask")
+    rows = [
+        {key: _sequence(dtype, n, start=2 + i) for key, dtype in zip(keys, dtypes, strict=True)}
+        | {"label": torch.tensor(i)}
+        for i, n in enumerate(lengths)
+    ]
+    assert_same_as_transformers(collators, rows, return_tensors)
+
+
+@pytest.mark.parametrize(
+    "odd_label",
+    [
+        torch.tensor([7]),  # one element, 1-d
+        torch.nn.Parameter(torch.tensor(7.0)),  # a subclass
+        torch.tensor(2**63, dtype=torch.uint64),  # past int64
+        torch.tensor(1 + 2j),  # complex
+    ],
+    ids=["1-d", "subclass", "uint64", "complex"],
+)
+@pytest.mark.parametrize("where", [0, 2])
+def test_odd_zero_d_label_anywhere_in_the_batch(collators, odd_label, where):
+    rows = [
+        {"input_ids": torch.tensor([101, 5 + i, 102]), "label": torch.tensor(i)} for i in range(3)
+    ]
+    rows[where]["label"] = odd_label
+    assert_same_as_transformers_or_both_raise(collators, rows, "pt")
