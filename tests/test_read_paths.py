@@ -582,3 +582,38 @@ def test_odd_zero_d_label_anywhere_in_the_batch(collators, odd_label, where):
     ]
     rows[where]["label"] = odd_label
     assert_same_as_transformers_or_both_raise(collators, rows, "pt")
+
+
+class Name(str):
+    """A str subclass as a feature name (rows looked up with it must find the same values)."""
+
+
+@pytest.mark.parametrize("fmt", ["lists", "numpy", "torch"])
+@pytest.mark.parametrize("names", ["shared", "distinct objects", "str subclass"])
+def test_rows_keyed_by_any_string_objects(collators, fmt, names):
+    # Keys are looked up with the first row's own key objects when they are exact strs; rows
+    # whose equal keys are other objects, or str subclasses, must read the same.
+    def key(name: str, row: int) -> str:
+        if names == "distinct objects":
+            return "".join([name[:1], name[1:]]) + "" * row  # a new object per row
+        if names == "str subclass" and row == 0:
+            return Name(name)
+        return name
+
+    convert = {"lists": list, "numpy": np.asarray, "torch": torch.tensor}[fmt]
+    plain = [_row([101, 5 + i, 102][: 3 - i], label=i) for i in range(3)]
+    rows = [{key(k, i): convert(v) if k != "label" else v for k, v in r.items()}
+            for i, r in enumerate(plain)]
+    if names == "distinct objects":
+        assert rows[0].keys().__iter__().__next__() is not next(iter(rows[1].keys()))
+    assert_same_as_transformers(collators, rows)
+    theirs, ours = collators
+    assert [type(k) for k in ours(rows)] == [type(k) for k in theirs(rows)]
+
+
+def test_mapping_of_lists_keyed_by_a_str_subclass(bert_tokenizer):
+    batch = {Name("input_ids"): [[101, 5, 102], [101, 102]], "label": [0, 1]}
+    expected = bert_tokenizer.pad(batch, return_tensors="pt")
+    ours = fastcollate.pad(batch, bert_tokenizer, return_tensors="pt")
+    assert_same_batch(ours, expected)
+    assert [type(k) for k in ours] == [type(k) for k in expected]

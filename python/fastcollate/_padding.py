@@ -45,8 +45,9 @@ class PadSettings(NamedTuple):
         if tokenizer is not None:
             if pad_token_id is None:
                 # transformers refuses to pad when the pad token is unset or its id is negative.
-                if getattr(tokenizer, "pad_token", None) is not None:
-                    pad_token_id = tokenizer.pad_token_id
+                # An unset pad token has no id (None) either, so the id alone tells both, in
+                # one lookup: `pad_token` went through the tokenizer's `__getattr__` too.
+                pad_token_id = getattr(tokenizer, "pad_token_id", None)
             pad_token_type_id = tokenizer.pad_token_type_id
             padding_side = padding_side if padding_side is not None else tokenizer.padding_side
             if model_input_names is None:

@@ -7,7 +7,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::{gather, to_py_err};
+use super::{gather, to_py_err, BatchKeys};
 use crate::core::flatten::{flatten as pack, FlattenOptions};
 
 fn one_row<'py, T: numpy::Element>(py: Python<'py>, values: Vec<T>) -> PyResult<Bound<'py, PyAny>> {
@@ -42,7 +42,8 @@ pub fn flatten_batch<'py>(
     }
     // Listed as padded keys so that a value that is not numbers is an error, not kept raw.
     let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let (_, gathered) = gather(features, &key_refs, Some(keys.clone()), false)?;
+    let only_keys = BatchKeys::named(py, keys.clone());
+    let (_, gathered) = gather(features, &key_refs, Some(only_keys), false)?;
     let mut columns = gathered.into_iter().map(|g| g.column);
     let input_ids = columns.next().ok_or_else(|| {
         PyValueError::new_err("cannot collate an empty batch: no rows were given")

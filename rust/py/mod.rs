@@ -99,6 +99,52 @@ fn key_string(key: &Bound<'_, PyAny>) -> PyResult<String> {
         .map(str::to_owned)
 }
 
+/// The keys a batch is collated under: each one's name, and the Python string rows are looked
+/// up with and the output is keyed by. Read from the first row, that string is the row's own
+/// key object, as in transformers (which also keeps a str subclass there): a dict lookup with
+/// the very object the dict holds skips comparing the strings, and rows built alike (a
+/// dataset's) share their key objects.
+#[derive(Clone)]
+struct BatchKeys<'py> {
+    names: Vec<String>,
+    objects: Vec<Bound<'py, PyString>>,
+}
+
+impl<'py> BatchKeys<'py> {
+    fn named(py: Python<'py>, names: Vec<String>) -> Self {
+        let objects = names.iter().map(|name| PyString::new(py, name)).collect();
+        BatchKeys { names, objects }
+    }
+
+    /// The keys of `row` (a mapping), in its order.
+    fn of_row(row: &Bound<'py, PyAny>) -> PyResult<Self> {
+        let keys = match row.cast_exact::<PyDict>() {
+            Ok(dict) => dict.keys().into_any(),
+            Err(_) => row.call_method0("keys")?,
+        };
+        let mut names = Vec::new();
+        let mut objects = Vec::new();
+        for key in keys.try_iter()? {
+            let key = key?;
+            names.push(key_string(&key)?);
+            objects.push(key.cast_into::<PyString>()?);
+        }
+        Ok(BatchKeys { names, objects })
+    }
+
+    /// The keys `keep` accepts, in order.
+    fn filtered(&self, keep: impl Fn(&str) -> bool) -> Self {
+        let (names, objects) = self
+            .names
+            .iter()
+            .zip(&self.objects)
+            .filter(|(name, _)| keep(name))
+            .map(|(name, object)| (name.clone(), object.clone()))
+            .unzip();
+        BatchKeys { names, objects }
+    }
+}
+
 /// `key` is `name` as a Python string, made once per batch: a lookup then costs no string
 /// allocation and no hashing. Exact dicts are read directly; every other mapping (dict
 /// subclasses included, which may compute or transform values) through `row[key]`.
@@ -215,9 +261,9 @@ fn add_tensor_values(gathered: &mut Gathered<'_>, values: &[Bound<'_, PyAny>]) -
 fn gather<'py>(
     features: &Bound<'py, PyAny>,
     padded_keys: &[&str],
-    only_keys: Option<Vec<String>>,
+    only_keys: Option<BatchKeys<'py>>,
     keep_arrays: bool,
-) -> PyResult<(Vec<String>, Vec<Gathered<'py>>)> {
+) -> PyResult<(BatchKeys<'py>, Vec<Gathered<'py>>)> {
     let new_gathered = |key: &str, rows: usize| {
         let padded = padded_keys.contains(&key);
         Gathered {
@@ -235,7 +281,10 @@ fn gather<'py>(
     } else {
         // Columnar input: a mapping of key -> sequence of rows (already a dict of lists).
         let mapping = features;
-        let mut keys = Vec::new();
+        let mut keys = BatchKeys {
+            names: Vec::new(),
+            objects: Vec::new(),
+        };
         let mut columns = Vec::new();
         let mut batch_size = None;
         for key in mapping.call_method0("keys")?.try_iter()? {
@@ -265,7 +314,8 @@ fn gather<'py>(
                     add_value(&mut gathered, value, &name, row)?;
                 }
             }
-            keys.push(name);
+            keys.names.push(name);
+            keys.objects.push(key.cast_into::<PyString>()?);
             columns.push(gathered);
         }
         return Ok((keys, columns));
@@ -281,19 +331,17 @@ fn gather<'py>(
     }
     let keys = match only_keys {
         Some(keys) => keys,
-        None => first
-            .call_method0("keys")?
-            .try_iter()?
-            .map(|key| key_string(&key?))
-            .collect::<PyResult<Vec<_>>>()?,
+        None => BatchKeys::of_row(first)?,
     };
-    let py = features.py();
-    let py_keys: Vec<Bound<'py, PyString>> = keys.iter().map(|k| PyString::new(py, k)).collect();
-    let mut columns: Vec<Gathered<'py>> =
-        keys.iter().map(|k| new_gathered(k, rows.len())).collect();
+    let py_keys = &keys.objects;
+    let mut columns: Vec<Gathered<'py>> = keys
+        .names
+        .iter()
+        .map(|k| new_gathered(k, rows.len()))
+        .collect();
     // Keys whose values are torch tensors in every row (all dicts) are read first, one call into
     // torch each. Such a key has no error to report, so errors still come in row order.
-    let mut read_already = vec![false; keys.len()];
+    let mut read_already = vec![false; keys.names.len()];
     for ((key, gathered), done) in py_keys.iter().zip(&mut columns).zip(&mut read_already) {
         let first_is_tensor = first
             .cast_exact::<PyDict>()
@@ -318,8 +366,9 @@ fn gather<'py>(
     }
     for (index, row) in rows.iter().enumerate() {
         for (((name, key), gathered), &done) in keys
+            .names
             .iter()
-            .zip(&py_keys)
+            .zip(py_keys)
             .zip(columns.iter_mut())
             .zip(&read_already)
         {
@@ -403,8 +452,8 @@ pub(crate) fn build_plan(
 
 /// What `pad_groups_in_place` did: the keys being collated, the outputs of the groups it
 /// padded, and the groups left for the core.
-struct InPlace {
-    keys: Vec<String>,
+struct InPlace<'py> {
+    keys: BatchKeys<'py>,
     outputs: Vec<Output>,
     rest_groups: Vec<PadGroup>,
 }
@@ -412,13 +461,13 @@ struct InPlace {
 /// Pads the groups it can straight from the rows (see `in_place`), for a list or tuple of
 /// exact dicts. `None`: nothing was padded in place (other rows, or no group qualified), and
 /// the whole batch goes the general way.
-fn pad_groups_in_place(
-    features: &Bound<'_, PyAny>,
+fn pad_groups_in_place<'py>(
+    features: &Bound<'py, PyAny>,
     plan: &Plan,
     padded_keys: &[&str],
-    only_keys: &Option<Vec<String>>,
-) -> PyResult<Option<InPlace>> {
-    let items: Vec<Bound<'_, PyAny>> = if let Ok(list) = features.cast_exact::<PyList>() {
+    only_keys: &Option<BatchKeys<'py>>,
+) -> PyResult<Option<InPlace<'py>>> {
+    let items: Vec<Bound<'py, PyAny>> = if let Ok(list) = features.cast_exact::<PyList>() {
         list.iter().collect()
     } else if let Ok(tuple) = features.cast_exact::<PyTuple>() {
         tuple.iter().collect()
@@ -445,17 +494,15 @@ fn pad_groups_in_place(
     }
     let keys = match only_keys {
         Some(keys) => keys.clone(),
-        None => match first.keys().iter().map(|key| key_string(&key)).collect() {
+        None => match BatchKeys::of_row(first.as_any()) {
             Ok(keys) => keys,
             Err(_) => return Ok(None), // the general path raises it
         },
     };
-    let py = features.py();
-    let py_keys: Vec<Bound<'_, PyString>> = keys.iter().map(|k| PyString::new(py, k)).collect();
     let mut outputs = Vec::new();
     let mut rest_groups = Vec::new();
     for group in &plan.groups {
-        match in_place::pad_group(&rows, &keys, &py_keys, group, plan) {
+        match in_place::pad_group(&rows, &keys.names, &keys.objects, group, plan) {
             Some(group_outputs) => outputs.extend(group_outputs),
             None => rest_groups.push(group.clone()),
         }
@@ -491,6 +538,7 @@ fn collate<'py>(
     keep_arrays: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let plan = build_plan(groups, float32, allow_ragged, dtypes)?;
+    let keys = keys.map(|names| BatchKeys::named(py, names));
     let mut padded_keys: Vec<&str> = Vec::new();
     for group in &plan.groups {
         padded_keys.push(&group.lead);
@@ -510,12 +558,8 @@ fn collate<'py>(
                 outputs,
                 rest_groups,
             }) => {
-                let rest: Vec<String> = keys
-                    .iter()
-                    .filter(|key| !outputs.iter().any(|o| &o.key == *key))
-                    .cloned()
-                    .collect();
-                let gathered = if rest.is_empty() {
+                let rest = keys.filtered(|key| !outputs.iter().any(|o| o.key == key));
+                let gathered = if rest.names.is_empty() {
                     Vec::new()
                 } else {
                     gather(features, &padded_keys, Some(rest), keep_arrays)?.1
@@ -530,6 +574,7 @@ fn collate<'py>(
     let mut numeric = Vec::new();
     let mut raw = HashMap::new();
     let gathered_keys = keys
+        .names
         .iter()
         .filter(|key| !in_place.iter().any(|o| &o.key == *key));
     for (key, g) in gathered_keys.zip(gathered) {
@@ -560,13 +605,15 @@ fn collate<'py>(
         .groups
         .iter()
         .filter_map(|g| g.attention_mask.clone())
-        .filter(|k| !keys.contains(k))
+        .filter(|k| !keys.names.contains(k))
         .collect();
-    for key in keys.iter().chain(created.iter()) {
-        if let Some(values) = raw.remove(key) {
-            result.set_item(key, PyList::new(py, values)?)?;
-        } else if let Some(output) = outputs.remove(key) {
-            result.set_item(key, output_to_py(py, output)?)?;
+    let created = BatchKeys::named(py, created);
+    let all_keys = keys.names.iter().zip(&keys.objects);
+    for (name, object) in all_keys.chain(created.names.iter().zip(&created.objects)) {
+        if let Some(values) = raw.remove(name) {
+            result.set_item(object, PyList::new(py, values)?)?;
+        } else if let Some(output) = outputs.remove(name) {
+            result.set_item(object, output_to_py(py, output)?)?;
         }
     }
     Ok(result)
