@@ -145,7 +145,7 @@ impl<'py> BatchKeys<'py> {
     }
 }
 
-/// `key` is `name` as a Python string, made once per batch: a lookup then costs no string
+/// `key` is `name` as a Python string (see `BatchKeys`): a lookup then costs no string
 /// allocation and no hashing. Exact dicts are read directly; every other mapping (dict
 /// subclasses included, which may compute or transform values) through `row[key]`.
 fn row_value<'py>(
@@ -247,7 +247,7 @@ fn reserve_like_first_row(column: &mut Column, first_value: &Bound<'_, PyAny>, r
 }
 
 /// Reads a whole key at once when its values are torch tensors: 1-d ones through one
-/// `torch.cat` (`read::read_tensor_rows`), 0-d ones (labels) one `item()` each
+/// `torch.cat` (`read::read_tensor_rows`), 0-d ones (labels) one `tolist()` each
 /// (`read::read_tensor_scalars`). `false`: nothing was read; read the values one by one.
 fn add_tensor_values(gathered: &mut Gathered<'_>, values: &[Bound<'_, PyAny>]) -> PyResult<bool> {
     if !values.first().is_some_and(tensors::is_torch_tensor) {
