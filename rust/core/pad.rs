@@ -157,13 +157,20 @@ pub fn output_size<T>(key: &str, rows: usize, length: usize) -> Result<usize> {
 /// A vector of `n` copies of `value`, or an error (MemoryError in Python) when the allocation
 /// fails, instead of the abort `vec![value; n]` gives.
 pub fn try_filled<T: Copy>(key: &str, n: usize, value: T) -> Result<Vec<T>> {
+    let mut out = try_reserved(key, n)?;
+    out.resize(n, value);
+    Ok(out)
+}
+
+/// An empty vector with room for `n` values, or an error (MemoryError in Python) when the
+/// allocation fails.
+fn try_reserved<T>(key: &str, n: usize) -> Result<Vec<T>> {
     let mut out = Vec::new();
     out.try_reserve_exact(n)
         .map_err(|_| CollateError::OutOfMemory {
             key: key.into(),
             bytes: n.saturating_mul(std::mem::size_of::<T>()),
         })?;
-    out.resize(n, value);
     Ok(out)
 }
 
@@ -248,13 +255,7 @@ pub fn fill_in_place<T: Copy>(
     left: bool,
     mut write_row: impl FnMut(usize, &mut Vec<T>) -> bool,
 ) -> Result<Option<Vec<T>>> {
-    let size = output_size::<T>(key, lengths.len(), target)?;
-    let mut out = Vec::new();
-    out.try_reserve_exact(size)
-        .map_err(|_| CollateError::OutOfMemory {
-            key: key.into(),
-            bytes: size.saturating_mul(std::mem::size_of::<T>()),
-        })?;
+    let mut out = try_reserved(key, output_size::<T>(key, lengths.len(), target)?)?;
     for (row, &length) in lengths.iter().enumerate() {
         let Some(padding) = target.checked_sub(length) else {
             return Err(CollateError::TooLong {
