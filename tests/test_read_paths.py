@@ -584,6 +584,40 @@ def test_odd_zero_d_label_anywhere_in_the_batch(collators, odd_label, where):
     assert_same_as_transformers_or_both_raise(collators, rows, "pt")
 
 
+@pytest.mark.parametrize(
+    "odd_row",
+    [
+        torch.tensor(9),  # 0-d: len() raises
+        torch.tensor([[9, 8, 7]]),  # 2-d, one row: len() is 1, three values
+        torch.tensor([[9], [8]]),  # 2-d, one column
+        torch.zeros(0, dtype=torch.int64),  # empty 1-d: torch.cat skips it
+        torch.zeros((0, 3), dtype=torch.int64),  # empty 2-d: len() 0, not skipped
+    ],
+    ids=["0-d", "1x3", "2x1", "empty", "0x3"],
+)
+@pytest.mark.parametrize("key", ["input_ids", "token_type_ids", "attention_mask"])
+@pytest.mark.parametrize("where", [0, 1, 2])
+def test_odd_rank_tensor_in_a_padded_key(collators, odd_row, key, where):
+    # Row lengths of 1-d tensors are read with len() (torch's C slot): a row of another rank
+    # anywhere in any key of the group must still give transformers' result or a clear error.
+    rows = [
+        {
+            "input_ids": torch.tensor([101, 5 + i, 102][: 2 + i % 2]),
+            "token_type_ids": torch.zeros(2 + i % 2, dtype=torch.int64),
+            "attention_mask": torch.ones(2 + i % 2, dtype=torch.int64),
+            "label": torch.tensor(i),
+        }
+        for i in range(3)
+    ]
+    for row in rows if where == "every row" else [rows[where]]:
+        row[key] = odd_row.clone()
+    assert_same_as_transformers_or_both_raise(collators, rows, "pt")
+    # Nothing is left behind: the next batch of ordinary rows collates as before.
+    for row in rows:
+        row[key] = torch.ones(2, dtype=torch.int64)
+    assert_same_as_transformers_or_both_raise(collators, rows, "pt")
+
+
 class Name(str):
     """A str subclass as a feature name (rows looked up with it must find the same values)."""
 

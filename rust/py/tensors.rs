@@ -5,15 +5,17 @@
 //! `torch.Tensor` is looked up in `sys.modules` on first need.
 
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
-use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple, PyType};
+use pyo3::{ffi, intern};
 
 static TORCH_TENSOR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static TORCH_BOOL: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static TORCH_CAT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static FORCE_KWARGS: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
+static INFERENCE_MODE: PyOnceLock<Option<Py<PyAny>>> = PyOnceLock::new();
+static TENSOR_LENGTH: PyOnceLock<Option<ffi::lenfunc>> = PyOnceLock::new();
 
 /// torch.Tensor, once torch has been imported by someone.
 pub fn torch_tensor_type(py: Python<'_>) -> Option<&Bound<'_, PyType>> {
@@ -110,11 +112,7 @@ pub(crate) fn concatenate_tensors<'py>(
             if !is_exact_tensor(tensor, tensor_type) {
                 return None;
             }
-            let length = tensor
-                .call_method0(intern!(py, "numel"))
-                .ok()?
-                .extract::<usize>()
-                .ok()?;
+            let length = tensor_length(tensor)?;
             lengths.push(length);
             total = total.checked_add(length)?;
         }
@@ -126,13 +124,16 @@ pub(crate) fn concatenate_tensors<'py>(
             Ok(py.import("torch")?.getattr("cat")?.unbind())
         })
         .ok()?;
-    let flat = cat.bind(py).call1((PyTuple::new(py, all).ok()?,)).ok()?;
+    let flat = {
+        let _guard = inference_mode(py);
+        cat.bind(py).call1((PyTuple::new(py, all).ok()?,)).ok()?
+    };
     let array = tensor_as_numpy(&flat)
         .ok()?
         .cast_into::<PyUntypedArray>()
         .ok()?;
     // A 1-d result means every row was 1-d (torch.cat needs equal ranks, and skips only empty
-    // 1-d tensors).
+    // 1-d tensors), so each row's `len()` was its number of values.
     if array.ndim() != 1 || array.len() != total {
         return None;
     }
@@ -163,4 +164,66 @@ fn one_dtype(tensors: &[Bound<'_, PyAny>]) -> Option<bool> {
         }
     }
     Some(true)
+}
+
+/// torch's inference mode, on while the returned guard lives (`torch._C._InferenceMode`,
+/// the object `torch.inference_mode` itself holds): torch then skips its autograd layer,
+/// about a fifth of a `torch.cat` of a batch's rows. The result is only read here, so
+/// what inference mode changes about it (no autograd history, no later in-place use in
+/// autograd) does not matter. None when this torch has no such guard: everything works
+/// without it.
+fn inference_mode(py: Python<'_>) -> Option<Bound<'_, PyAny>> {
+    let guard_type = INFERENCE_MODE.get_or_init(py, || {
+        py.import("torch._C")
+            .and_then(|c| c.getattr("_InferenceMode"))
+            .ok()
+            .map(Bound::unbind)
+    });
+    guard_type.as_ref()?.bind(py).call1((true,)).ok()
+}
+
+/// `len(tensor)`: the first dimension's size, which is the number of values of a 1-d tensor;
+/// None for a 0-d tensor (or any error).
+///
+/// Computed by torch's C type (`torch._C.TensorBase`) through its `mp_length` slot, found once
+/// with `PyType_GetSlot`: a plain C call. `numel()` is a method call (its lookup, a call
+/// through the interpreter, an int object) and torch.Tensor's own `__len__` runs Python, and
+/// this runs once per row and key. `numel()` where the slot cannot be had.
+fn tensor_length(tensor: &Bound<'_, PyAny>) -> Option<usize> {
+    let py = tensor.py();
+    let slot = TENSOR_LENGTH.get_or_init(py, || {
+        let base = py
+            .import("torch._C")
+            .and_then(|c| c.getattr("TensorBase"))
+            .ok()?
+            .cast_into::<PyType>()
+            .ok()?;
+        if !torch_tensor_type(py)?.is_subclass(&base).ok()? {
+            return None;
+        }
+        // SAFETY: `base` is a live type object; a type without the slot gives null, and a
+        // failed lookup (a static type before Python 3.10) sets an error, cleared here.
+        let slot = unsafe { ffi::PyType_GetSlot(base.as_type_ptr(), ffi::Py_mp_length) };
+        if slot.is_null() {
+            drop(PyErr::take(py));
+            return None;
+        }
+        // SAFETY: the `mp_length` slot holds a `lenfunc`.
+        Some(unsafe { std::mem::transmute::<*mut std::ffi::c_void, ffi::lenfunc>(slot) })
+    });
+    let Some(length) = slot else {
+        return tensor
+            .call_method0(intern!(py, "numel"))
+            .ok()?
+            .extract::<usize>()
+            .ok();
+    };
+    // SAFETY: the caller passes an exact torch.Tensor, an instance of the slot's own type
+    // (checked above); the slot returns -1 with an error set on failure.
+    let value = unsafe { length(tensor.as_ptr()) };
+    if value < 0 {
+        drop(PyErr::take(py));
+        return None;
+    }
+    usize::try_from(value).ok()
 }
