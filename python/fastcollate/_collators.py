@@ -44,7 +44,7 @@ class DataCollatorWithPadding:
         )
         # Renamed in the underlying dict: a BatchEncoding's Python-level item methods cost
         # about a microsecond a batch, a tenth of a small batch's time.
-        data = batch.data if isinstance(batch, UserDict) else batch
+        data = batch if type(batch) is dict or not isinstance(batch, UserDict) else batch.data
         for old in ("label", "label_ids"):
             if old in data:
                 data["labels"] = data.pop(old)

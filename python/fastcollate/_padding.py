@@ -337,7 +337,21 @@ def pad(
     main = settings.main_input
 
     single = False
-    if isinstance(encoded_inputs, ArrowBatch):
+    # A list of rows first, as tokenizer.pad tests it: the usual batch.
+    if isinstance(encoded_inputs, (list, tuple)):
+        features: Any = encoded_inputs
+        first_main = first_row(encoded_inputs, main, "pad")[main]
+        # The usual cases, decided at once: token ids as Python lists, or an array / tensor
+        # (whose kind the first row decides, as in `_main_tensor_kind`).
+        if type(first_main) is list and first_main and type(first_main[0]) is int:
+            main_kind = None
+        elif isinstance(first_main, np.ndarray):
+            main_kind = "np"
+        elif is_torch_tensor(first_main):
+            main_kind = "pt"
+        else:
+            main_kind = _main_tensor_kind(_MainValues(encoded_inputs, main))
+    elif isinstance(encoded_inputs, ArrowBatch):
         # Rows still in Arrow storage: their Python rows hold lists of Python numbers.
         features, main_kind = encoded_inputs.require(main), None
     elif isinstance(encoded_inputs, Mapping):
@@ -345,18 +359,11 @@ def pad(
             raise missing_main_input(main, encoded_inputs.keys())
         main_value = encoded_inputs[main]
         single = _is_single_example(main_value)
-        features: Any = (
+        features = (
             # row[key], not .items(): a mapping subclass may compute its values on access.
             {key: [encoded_inputs[key]] for key in encoded_inputs} if single else encoded_inputs
         )
         main_kind = _main_tensor_kind([main_value] if single else main_value)
-    elif isinstance(encoded_inputs, (list, tuple)):
-        features = encoded_inputs
-        first_main = first_row(encoded_inputs, main, "pad")[main]
-        if type(first_main) is list and first_main and type(first_main[0]) is int:
-            main_kind = None  # token ids as Python lists: the usual case, decided at once
-        else:
-            main_kind = _main_tensor_kind(_MainValues(encoded_inputs, main))
     else:
         raise TypeError(
             "pad() takes a list of mappings, a mapping of lists or one example, not "

@@ -20,7 +20,7 @@ def first_row(rows: Sequence[Any], main_input: str, action: str) -> Mapping:
     if not rows:
         raise ValueError(f"cannot {action} an empty batch: no rows were given")
     first = rows[0]
-    if not isinstance(first, Mapping):
+    if type(first) is not dict and not isinstance(first, Mapping):
         raise TypeError(
             f"row 0 is a {type(first).__name__}, not a mapping of feature names to values"
         )
