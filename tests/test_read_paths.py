@@ -596,7 +596,7 @@ def test_odd_zero_d_label_anywhere_in_the_batch(collators, odd_label, where):
     ids=["0-d", "1x3", "2x1", "empty", "0x3"],
 )
 @pytest.mark.parametrize("key", ["input_ids", "token_type_ids", "attention_mask"])
-@pytest.mark.parametrize("where", [0, 1, 2])
+@pytest.mark.parametrize("where", [0, 1, 2, "every row"])
 def test_odd_rank_tensor_in_a_padded_key(collators, odd_row, key, where):
     # Row lengths of 1-d tensors are read with len() (torch's C slot): a row of another rank
     # anywhere in any key of the group must still give transformers' result or a clear error.

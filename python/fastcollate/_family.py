@@ -26,6 +26,7 @@ from ._padding import (
     padding_strategy,
 )
 from ._rows import first_row
+from ._stacked_masks import MASK, as_requested, set_aside_masks, stacked
 from ._tensors import batch_encoding, convert, torch_module
 
 FRAMEWORKS = ("pt", "np")
@@ -104,14 +105,20 @@ def _padded_with_labels(
     if label_follower is not None:
         group = (*group[:6], (*group[6], label_follower), group[7])
     groups = [group] if label_group is None else [group, label_group]
+    # Masks of two or more dimensions per row are stacked as they are, not padded (as
+    # tokenizer.pad does).
+    aside = None if isinstance(features, ArrowBatch) else set_aside_masks(features, keys)
     native = collate(
         features,
         groups,
         float32=return_tensors == "pt",
         dtypes=dtypes,
-        keys=keys,
+        keys=keys if aside is None else aside.keys,
     )
-    return convert(native, return_tensors)
+    batch = convert(native, return_tensors)
+    if aside is not None:
+        batch[MASK] = as_requested(stacked(aside.masks), return_tensors)
+    return batch
 
 
 @dataclass

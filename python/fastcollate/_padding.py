@@ -11,6 +11,7 @@ import numpy as np
 from ._arrow import ArrowBatch
 from ._native_collate import collate
 from ._rows import first_row, missing_main_input
+from ._stacked_masks import MASK, as_requested, set_aside_masks, stacked
 from ._tensors import batch_encoding, check_return_tensors, convert, is_torch_tensor
 
 # transformers' PreTrainedTokenizerBase defaults, used when no tokenizer is given.
@@ -372,6 +373,10 @@ def pad(
     if return_tensors is None:
         return_tensors = main_kind
 
+    # Masks of two or more dimensions per row are stacked as they are, not padded.
+    aside = None if single or isinstance(features, ArrowBatch) else set_aside_masks(features)
+    if aside is not None:
+        features = aside.features
     # With a Python main input, tokenizer.pad leaves other keys' numpy / torch values as they
     # are, for BatchEncoding to stack with their dtypes: the native module hands such keys
     # back as lists of the original values.
@@ -382,6 +387,7 @@ def pad(
         float32=return_tensors == "pt",
         allow_ragged=return_tensors is None,
         keep_arrays=keep_arrays,
+        keys=None if aside is None else aside.keys,
     )
     if main_kind is not None:
         _values_to_python(batch)
@@ -391,6 +397,8 @@ def pad(
             key for key, values in batch.items() if type(values) is list and _holds_arrays(values)
         ]
     out = convert(batch, return_tensors, stacked_as_batch_encoding=kept)
+    if aside is not None:
+        out[MASK] = as_requested(stacked(aside.masks), return_tensors)
     if single:
         out = {key: _unbatch(value) for key, value in out.items()}
     return batch_encoding(out)
