@@ -297,6 +297,31 @@ def test_default_data_collator_matches(rows, return_tensors):
     )
 
 
+@pytest.mark.parametrize("return_tensors", ["pt", "np"])
+@pytest.mark.parametrize(
+    "labels",
+    [
+        {"label": np.int64(1)},
+        {"label": np.int32(0)},
+        {"label_ids": np.array([0, 2])},
+        {"label_ids": [np.int64(0), np.int64(2)]},
+        {"label_ids": [np.uint8(1), np.uint8(3)]},
+    ],
+    ids=["np.int64 label", "np.int32 label", "label_ids array", "label_ids np.int64",
+         "label_ids np.uint8"],
+)
+def test_default_data_collator_numpy_integer_labels(labels, return_tensors):
+    # transformers 5.22 made numpy integers count as ints here (int64 labels); before, they
+    # gave float32 labels. Whichever transformers is installed (5.20 on Python 3.10 in CI) is
+    # the one matched.
+    rows = [{"input_ids": [1, 2, 3], **copy.deepcopy(labels)} for _ in range(2)]
+    run_both(
+        lambda r: fastcollate.default_data_collator(r, return_tensors=return_tensors),
+        lambda r: transformers.default_data_collator(r, return_tensors=return_tensors),
+        rows,
+    )
+
+
 def test_default_data_collator_takes_objects_through_vars():
     class Example:
         def __init__(self, ids, label):

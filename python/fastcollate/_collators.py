@@ -3,6 +3,9 @@ DefaultDataCollator, on the Rust core."""
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
+import itertools
 from collections import UserDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -52,7 +55,25 @@ class DataCollatorWithPadding:
 
 
 def _is_integer(value: Any) -> bool:
-    return isinstance(value, (int, np.integer))
+    """Whether default_data_collator takes a label as an int (int64 labels, else float32).
+    transformers 5.22 added numpy integers to Python ints there; before, they gave float32
+    labels. The installed transformers decides (the newer rule without one)."""
+    if isinstance(value, int):
+        return True
+    return isinstance(value, np.integer) and _numpy_ints_are_ints()
+
+
+@functools.cache
+def _numpy_ints_are_ints() -> bool:
+    try:
+        version = importlib.metadata.version("transformers")
+    except importlib.metadata.PackageNotFoundError:
+        return True
+    parts = []
+    for part in version.split(".")[:2]:
+        digits = "".join(itertools.takewhile(str.isdigit, part))
+        parts.append(int(digits or 0))
+    return tuple(parts) >= (5, 22)
 
 
 def _label_dtype(first_label: Any, pt: bool) -> str:
