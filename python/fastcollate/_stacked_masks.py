@@ -1,6 +1,6 @@
 """Per-example attention masks of two or more dimensions, which `tokenizer.pad` does not pad.
 
-transformers 5 (`PreTrainedTokenizerBase.pad`) takes `attention_mask` out of the batch when the
+transformers 5.9+ (`PreTrainedTokenizerBase.pad`) takes `attention_mask` out of the batch when the
 first row's mask has `ndim > 1` (a 2-d or 4-d mask made for each example, e.g. for packed
 sequences), pads the rest (creating a fresh 1-d mask when one is asked for), and then puts the
 masks back as they were, stacked: `torch.stack` for tensors, `np.stack` for numpy arrays,
