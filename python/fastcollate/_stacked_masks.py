@@ -35,9 +35,9 @@ def set_aside_masks(features: Any, keys: list[str] | None = None) -> SetAside | 
     out, a mapping is copied without it."""
     if isinstance(features, (list, tuple)):
         first = features[0] if features else None
-        if not isinstance(first, Mapping) or MASK not in first:
+        if type(first) is not dict and not isinstance(first, Mapping):
             return None
-        if getattr(first[MASK], "ndim", 0) <= 1:
+        if MASK not in first or getattr(first[MASK], "ndim", 0) <= 1:
             return None
         masks = []
         for index, row in enumerate(features):
