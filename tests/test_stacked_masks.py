@@ -19,7 +19,7 @@ from compare import assert_same_batch
 LENGTHS = (3, 5, 4)
 
 
-def _mask(kind: str, shape: str, length: int, row: int):
+def _mask(kind: str, shape: str, row: int):
     side = max(LENGTHS)
     full = {"2-d": (side, side), "4-d": (1, 1, side, side)}[shape]
     values = np.tril(np.ones((side, side), dtype=np.int64))
@@ -38,7 +38,7 @@ def _rows(kind: str, shape: str, labels: str | None = None) -> list[dict]:
         row = {
             "input_ids": [101] + [2000 + i] * (n - 2) + [102],
             "token_type_ids": [0] * n,
-            "attention_mask": _mask(kind, shape, n, i),
+            "attention_mask": _mask(kind, shape, i),
         }
         if labels == "label":
             row["label"] = i % 2

@@ -26,7 +26,7 @@ from ._padding import (
     padding_strategy,
 )
 from ._rows import first_row
-from ._stacked_masks import MASK, as_requested, set_aside_masks, stacked
+from ._stacked_masks import put_back, set_aside_masks
 from ._tensors import batch_encoding, convert, torch_module
 
 FRAMEWORKS = ("pt", "np")
@@ -117,7 +117,7 @@ def _padded_with_labels(
     )
     batch = convert(native, return_tensors)
     if aside is not None:
-        batch[MASK] = as_requested(stacked(aside.masks), return_tensors)
+        put_back(batch, aside, return_tensors)
     return batch
 
 

@@ -11,7 +11,7 @@ import numpy as np
 from ._arrow import ArrowBatch
 from ._native_collate import collate
 from ._rows import first_row, missing_main_input
-from ._stacked_masks import MASK, as_requested, set_aside_masks, stacked
+from ._stacked_masks import put_back, set_aside_masks
 from ._tensors import batch_encoding, check_return_tensors, convert, is_torch_tensor
 
 # transformers' PreTrainedTokenizerBase defaults, used when no tokenizer is given.
@@ -398,7 +398,7 @@ def pad(
         ]
     out = convert(batch, return_tensors, stacked_as_batch_encoding=kept)
     if aside is not None:
-        out[MASK] = as_requested(stacked(aside.masks), return_tensors)
+        put_back(out, aside, return_tensors)
     if single:
         out = {key: _unbatch(value) for key, value in out.items()}
     return batch_encoding(out)

@@ -59,7 +59,13 @@ def set_aside_masks(features: Any, keys: list[str] | None = None) -> SetAside | 
     return None
 
 
-def stacked(masks: list) -> Any:
+def put_back(batch: dict, aside: SetAside, return_tensors: str | None) -> None:
+    """Puts the set-aside masks into the padded batch, stacked and converted as transformers
+    does: in place of a mask the padding created, else last."""
+    batch[MASK] = _as_requested(_stacked(aside.masks), return_tensors)
+
+
+def _stacked(masks: list) -> Any:
     """The masks as transformers stacks them; a ValueError when their shapes differ."""
     sample = masks[0]
     try:
@@ -75,7 +81,7 @@ def stacked(masks: list) -> Any:
         ) from err
 
 
-def as_requested(mask: Any, return_tensors: str | None) -> Any:
+def _as_requested(mask: Any, return_tensors: str | None) -> Any:
     """The stacked masks converted as `BatchEncoding(..., tensor_type=return_tensors)` converts
     a value: a torch / numpy value of the requested kind is kept, anything else is converted
     (`torch.tensor`, `np.asarray`)."""
