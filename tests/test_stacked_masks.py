@@ -70,12 +70,15 @@ KINDS = ["torch", "numpy"]
 SHAPES = ["2-d", "4-d"]
 
 
+@pytest.mark.parametrize("side", ["right", "left"])
 @pytest.mark.parametrize("return_tensors", ["pt", "np"])
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("kind", KINDS)
-def test_with_padding(bert_tokenizer, kind, shape, return_tensors):
-    theirs = transformers.DataCollatorWithPadding(bert_tokenizer, return_tensors=return_tensors)
-    ours = fastcollate.DataCollatorWithPadding(bert_tokenizer, return_tensors=return_tensors)
+def test_with_padding(bert_tokenizer, kind, shape, return_tensors, side):
+    tokenizer = copy.deepcopy(bert_tokenizer)
+    tokenizer.padding_side = side
+    theirs = transformers.DataCollatorWithPadding(tokenizer, return_tensors=return_tensors)
+    ours = fastcollate.DataCollatorWithPadding(tokenizer, return_tensors=return_tensors)
     _both(theirs, ours, _rows(kind, shape, labels="label"))
 
 
