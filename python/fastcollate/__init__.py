@@ -64,7 +64,7 @@ def __getattr__(name):
     if name in _LAZY:
         import importlib
 
-        from ._extras import require
+        from ._internal.extras import require
 
         module, extra, needs = _LAZY[name]
         require(f"fastcollate.{name}", extra, *needs)

@@ -28,7 +28,7 @@ import numpy as np
 
 import fastcollate
 
-from ._extras import require
+from ._internal.extras import require
 
 # "torch-format": rows as `datasets`' `set_format("torch")` yields them, every value a tensor
 # (sequences 1-d, the label 0-d), as Trainer users get them.

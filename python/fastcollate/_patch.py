@@ -8,7 +8,7 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from ._extras import require
+from ._internal.extras import require
 
 # Where transformers binds each name that fastcollate replaces. `transformers.trainer` imports
 # some of them by value, so patching `transformers.data.data_collator` alone would not reach
