@@ -26,7 +26,8 @@ from transformers.utils import PaddingStrategy
 import fastcollate
 from compare import assert_same_batch, has_object_array
 from fastcollate import ArrowBatch, ArrowBatches
-from fastcollate._arrow import accepts_arrow_batches, wrap_for_trainer
+from fastcollate.arrow import accepts_arrow_batches
+from fastcollate.integrations.trainer import wrap_for_trainer
 
 datasets.disable_progress_bars()
 

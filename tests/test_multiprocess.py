@@ -64,8 +64,8 @@ def test_each_rank_trains_on_its_own_equal_shard(two_runs):
     steps = math.ceil(len(lengths) / (WORLD_SIZE * PER_DEVICE_BATCH))
     seen = []
     for report in ranks:
-        assert report["collator"] == "fastcollate._collators.DataCollatorWithPadding"
-        assert report["sampler"] == "fastcollate._samplers.LengthGroupedSampler"
+        assert report["collator"] == "fastcollate.collators.padding.DataCollatorWithPadding"
+        assert report["sampler"] == "fastcollate.sampling.samplers.LengthGroupedSampler"
         assert len(report["batches"]) == steps
         rows = [row for batch in report["batches"] for row in batch["rows"]]
         assert all(len(batch["rows"]) == PER_DEVICE_BATCH for batch in report["batches"])

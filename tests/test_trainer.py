@@ -201,7 +201,7 @@ PATCHED_MODULES = {
 
 
 def bindings():
-    from fastcollate._patch import _TARGETS
+    from fastcollate.integrations.patch import _TARGETS
 
     return {
         (module, name): getattr(PATCHED_MODULES[module], name)

@@ -7,7 +7,7 @@ import torch
 
 import fastcollate
 from fastcollate import _native
-from fastcollate._tensors import convert
+from fastcollate._internal.tensors import convert
 
 
 def test_numpy_arrays_are_views_of_rust_buffers():

@@ -7,20 +7,21 @@ build (wheels, `pip install`) and "debug" for a development build, whose timings
 transformers) are imported on first use.
 """
 
-from ._arrow import ArrowBatch, ArrowBatches
-from ._collators import DataCollatorWithPadding, DefaultDataCollator, default_data_collator
-from ._family import (
+from ._native import __version__, build_profile
+from .arrow import ArrowBatch, ArrowBatches
+from .collators import (
+    DataCollatorForLanguageModeling,
+    DataCollatorForMultipleChoice,
     DataCollatorForSeq2Seq,
     DataCollatorForTokenClassification,
     DataCollatorWithFlattening,
+    DataCollatorWithPadding,
+    DefaultDataCollator,
+    default_data_collator,
+    pad,
 )
-from ._grouping import get_length_grouped_indices, sequence_lengths
-from ._language_modeling import DataCollatorForLanguageModeling
-from ._multiple_choice import DataCollatorForMultipleChoice
-from ._native import __version__, build_profile
-from ._packing import PackedBatchSampler
-from ._padding import pad
-from ._patch import TransformersPatch, patch_transformers, unpatch_transformers
+from .integrations import TransformersPatch, patch_transformers, unpatch_transformers
+from .sampling import PackedBatchSampler, get_length_grouped_indices, sequence_lengths
 
 __all__ = [
     "__version__",
@@ -52,11 +53,11 @@ __all__ = [
 # Names that need torch / transformers load on first use, so `import fastcollate` stays light:
 # name -> (module, the extra that installs what it needs, the modules it needs).
 _LAZY = {
-    "LengthGroupedSampler": ("._samplers", "torch", ("torch",)),
-    "DistributedLengthGroupedSampler": ("._samplers", "torch", ("torch",)),
-    "Trainer": ("._trainer", "transformers", ("torch", "transformers")),
-    "BatchRebalanceSampler": ("._rebalance", "torch", ("torch",)),
-    "TrainingArguments": ("._training_args", "transformers", ("torch", "transformers")),
+    "LengthGroupedSampler": (".sampling.samplers", "torch", ("torch",)),
+    "DistributedLengthGroupedSampler": (".sampling.samplers", "torch", ("torch",)),
+    "BatchRebalanceSampler": (".sampling.rebalance", "torch", ("torch",)),
+    "Trainer": (".integrations.trainer", "transformers", ("torch", "transformers")),
+    "TrainingArguments": (".integrations.training_args", "transformers", ("torch", "transformers")),
 }
 
 

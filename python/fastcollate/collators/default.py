@@ -6,52 +6,16 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import itertools
-from collections import UserDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ._arrow import ArrowBatch
-from ._native_collate import collate
-from ._padding import pad
-from ._promotion import UNKNOWN, native_dtype, stacked_dtype
-from ._tensors import check_return_tensors, convert, is_torch_tensor, torch_module
-
-
-@dataclass
-class DataCollatorWithPadding:
-    """Same fields and output as `transformers.DataCollatorWithPadding`: pads with the
-    tokenizer's settings, then renames `label` / `label_ids` to `labels`."""
-
-    tokenizer: Any
-    padding: bool | str = True
-    max_length: int | None = None
-    pad_to_multiple_of: int | None = None
-    return_tensors: str = "pt"
-
-    @property
-    def accepts_arrow_batches(self) -> bool:
-        """True unless a subclass replaces `__call__` (it may expect a list of rows)."""
-        return type(self).__call__ is DataCollatorWithPadding.__call__
-
-    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
-        batch = pad(
-            features,
-            self.tokenizer,
-            padding=self.padding,
-            max_length=self.max_length,
-            pad_to_multiple_of=self.pad_to_multiple_of,
-            return_tensors=self.return_tensors,
-        )
-        # Renamed in the underlying dict: a BatchEncoding's Python-level item methods cost
-        # about a microsecond a batch, a tenth of a small batch's time.
-        data = batch if type(batch) is dict or not isinstance(batch, UserDict) else batch.data
-        for old in ("label", "label_ids"):
-            if old in data:
-                data["labels"] = data.pop(old)
-        return batch
+from .._internal.promotion import UNKNOWN, native_dtype, stacked_dtype
+from .._internal.tensors import check_return_tensors, convert, is_torch_tensor, torch_module
+from ..arrow import ArrowBatch
+from .native import collate
 
 
 def _is_integer(value: Any) -> bool:
@@ -148,7 +112,7 @@ def default_data_collator(features: list[Any], return_tensors: str = "pt") -> di
     """Same output as `transformers.default_data_collator`: stacks every key of the first
     feature (skipping None and str values), `label` (int -> int64, float -> float32) and
     `label_ids` become `labels`. Each key gets the dtype transformers' construction infers
-    from all rows (see `_promotion`), produced without a lossy conversion: a batch whose dtype
+    from all rows (see `_internal.promotion`), produced without a lossy conversion: a batch whose dtype
     cannot be produced exactly (complex, uint64 above int64, ...) raises. No padding: rows of
     different lengths raise a ValueError that names the key and row."""
     return_tensors = check_return_tensors(return_tensors)
@@ -265,5 +229,5 @@ class DefaultDataCollator:
         return default_data_collator(features, return_tensors)
 
 
-# Takes fastcollate.ArrowBatch batches (see _arrow.accepts_arrow_batches).
+# Takes fastcollate.ArrowBatch batches (see arrow.accepts_arrow_batches).
 default_data_collator.accepts_arrow_batches = True  # type: ignore[attr-defined]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _native
-from ._arrow import ArrowBatch
+from .. import _native
+from ..arrow import ArrowBatch
 
 
 def collate(features: Any, groups: list, **options: Any) -> dict:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ._tensors import is_torch_tensor, torch_module
+from .tensors import is_torch_tensor, torch_module
 
 # A value the promotion cannot describe (str, object, None inside a sequence, ...): the
 # caller leaves the key to the native module, which reports it with its row.

@@ -11,7 +11,8 @@ import numpy as np
 import torch
 from torch.utils.data import DistributedSampler, Sampler
 
-from ._grouping import _check_batch_size, as_lengths, grouped_indices_array, sequence_lengths
+from .grouping import checked_batch_size, grouped_indices_array
+from .lengths import as_lengths, sequence_lengths
 
 
 def _resolve_lengths(
@@ -51,7 +52,7 @@ class LengthGroupedSampler(Sampler):
         model_input_name: str | None = None,
         generator: Any = None,
     ):
-        self.batch_size = _check_batch_size(batch_size)
+        self.batch_size = checked_batch_size(batch_size)
         self.lengths = _resolve_lengths(dataset, lengths, model_input_name, "LengthGroupedSampler")
         self.generator = generator
 
@@ -98,7 +99,7 @@ class DistributedLengthGroupedSampler(DistributedSampler):
                 f"Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}]"
             )
 
-        self.batch_size = _check_batch_size(batch_size)
+        self.batch_size = checked_batch_size(batch_size)
         self.num_replicas = num_replicas
         self.rank = rank
         self.epoch = 0

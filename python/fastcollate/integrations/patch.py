@@ -8,7 +8,10 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from ._internal.extras import require
+from .. import collators, sampling
+from .._internal.extras import require
+from .._internal.originals import original, remember, restore_all
+from ..collators import DataCollatorWithPadding
 
 # Where transformers binds each name that fastcollate replaces. `transformers.trainer` imports
 # some of them by value, so patching `transformers.data.data_collator` alone would not reach
@@ -28,18 +31,6 @@ _TARGETS: dict[str, tuple[str, ...]] = {
     "get_length_grouped_indices": ("transformers.trainer_pt_utils",),
     "BatchRebalanceSampler": ("transformers.trainer_pt_utils", "transformers.trainer"),
 }
-
-# (module object, attribute, the object transformers had there before patching).
-_saved: list[tuple[ModuleType, str, Any]] = []
-
-
-def original(module_name: str, name: str) -> Any:
-    """transformers' own object, whether or not it is patched right now."""
-    for module, attribute, value in _saved:
-        if module.__name__ == module_name and attribute == name:
-            return value
-    return getattr(importlib.import_module(module_name), name)
-
 
 def _module_objects(module_name: str) -> list[ModuleType]:
     """Every live module object named `module_name`. transformers' processing_utils re-executes
@@ -64,23 +55,33 @@ def _padding_collator_for_trainer(processing_class: Any, *args: Any, **kwargs: A
     from transformers import PreTrainedTokenizerBase
 
     if isinstance(processing_class, PreTrainedTokenizerBase):
-        from ._collators import DataCollatorWithPadding
-
         return DataCollatorWithPadding(processing_class, *args, **kwargs)
     cls = original("transformers.data.data_collator", "DataCollatorWithPadding")
     return cls(processing_class, *args, **kwargs)
 
 
-def _replacements() -> dict[tuple[str, str], Any]:
-    import fastcollate
+def _fastcollate_objects() -> dict[str, Any]:
+    """fastcollate's object for each name in `_TARGETS` (the samplers need torch, which
+    `patch_transformers()` has checked for)."""
+    from ..sampling.rebalance import BatchRebalanceSampler
+    from ..sampling.samplers import DistributedLengthGroupedSampler, LengthGroupedSampler
 
+    objects = {name: getattr(collators, name) for name in collators.__all__ if name != "pad"}
+    objects.update(
+        LengthGroupedSampler=LengthGroupedSampler,
+        DistributedLengthGroupedSampler=DistributedLengthGroupedSampler,
+        get_length_grouped_indices=sampling.get_length_grouped_indices,
+        BatchRebalanceSampler=BatchRebalanceSampler,
+    )
+    return objects
+
+
+def _replacements() -> dict[tuple[str, str], Any]:
+    objects = _fastcollate_objects()
     found: dict[tuple[str, str], Any] = {}
     for name, module_names in _TARGETS.items():
-        # Only names this fastcollate build provides; the rest stay transformers'.
-        if not hasattr(fastcollate, name):
-            continue
         for module_name in module_names:
-            found[(module_name, name)] = getattr(fastcollate, name)
+            found[(module_name, name)] = objects[name]
     if ("transformers.data.data_collator", "DataCollatorWithPadding") in found:
         found[("transformers.trainer", "DataCollatorWithPadding")] = _padding_collator_for_trainer
     return found
@@ -130,8 +131,7 @@ def patch_transformers() -> TransformersPatch:
         for module in modules[module_name]:
             if not hasattr(module, name):
                 continue
-            if not any(m is module and a == name for m, a, _ in _saved):
-                _saved.append((module, name, getattr(module, name)))
+            remember(module, name)
             setattr(module, name, replacement)
         patched.append((module_name, name))
     return TransformersPatch(patched)
@@ -139,6 +139,4 @@ def patch_transformers() -> TransformersPatch:
 
 def unpatch_transformers() -> None:
     """Restores every object `patch_transformers()` replaced. Does nothing when unpatched."""
-    while _saved:
-        module, name, value = _saved.pop()
-        setattr(module, name, value)
+    restore_all()

@@ -4,7 +4,6 @@ streams (`mask_rng="torch"`, for masks identical to transformers' under the same
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -12,22 +11,27 @@ from typing import Any
 
 import numpy as np
 
-from . import _native
-from ._arrow import ArrowBatch
-from ._family import _framework, _TakesArrowBatches
-from ._padding import clamped_multiple, pad, pad_to_multiple_of_invalid
-from ._tensors import is_torch_tensor, torch_module
+from .. import _native
+from .._internal.originals import original
+from .._internal.tensors import is_torch_tensor, torch_module
+from ..arrow import ArrowBatch
+from .base import TakesArrowBatches, framework
+from .masking import (
+    NativeMasking,
+    asks_tokenizer_per_row,
+    base_special_tokens_mask,
+    to_numpy,
+    worker_id,
+)
+from .padding import pad
+from .padding_options import clamped_multiple, pad_to_multiple_of_invalid
 
 MASK_RNGS = ("native", "torch")
-_SEEDS = 2**64
-_NO_IDS = np.zeros(0, dtype=np.int64)
 
 
 def _transformers_collator() -> type:
     """transformers' own DataCollatorForLanguageModeling, also while `patch_transformers()` has
     put fastcollate's class in its place."""
-    from ._patch import original
-
     try:
         return original("transformers.data.data_collator", "DataCollatorForLanguageModeling")
     except ImportError as err:
@@ -35,56 +39,6 @@ def _transformers_collator() -> type:
             "mask_rng='torch' masks with transformers' own code, so it needs transformers "
             "installed (pip install transformers); the default mask_rng='native' does not"
         ) from err
-
-
-def _base_special_tokens_mask():
-    try:
-        from transformers.tokenization_utils_base import PreTrainedTokenizerBase
-    except ImportError:  # pragma: no cover - depends on the environment
-        return None
-    return PreTrainedTokenizerBase.get_special_tokens_mask
-
-
-def _asks_tokenizer_per_row(tokenizer: Any) -> bool:
-    """Whether special tokens must come from the tokenizer's own `get_special_tokens_mask`
-    (it replaces transformers' membership test in `all_special_ids`)."""
-    method = getattr(type(tokenizer), "get_special_tokens_mask", None)
-    return method is not None and method is not _base_special_tokens_mask()
-
-
-def _to_numpy(x: Any) -> np.ndarray:
-    if isinstance(x, np.ndarray):
-        return x
-    if hasattr(x, "detach"):
-        return x.detach().cpu().numpy()
-    return np.array(x)
-
-
-def _int64_array(x: Any) -> np.ndarray | None:
-    """An int64 C-contiguous array of `x` (the same array when it already is one)."""
-    if x is None:
-        return None
-    return np.ascontiguousarray(_to_numpy(x), dtype=np.int64)
-
-
-@dataclass(frozen=True)
-class _TokenIds:
-    """What native masking needs from the tokenizer, read once per tokenizer."""
-
-    vocab_size: int
-    mask_token_id: int
-    # Sorted int64 ids never selected (the pad token among them); None where the tokenizer's
-    # own get_special_tokens_mask decides, row by row.
-    special_ids: np.ndarray | None
-
-    @classmethod
-    def read(cls, tokenizer: Any, vocab_size: int) -> _TokenIds:
-        special_ids = None
-        if not _asks_tokenizer_per_row(tokenizer):
-            found = {int(i) for i in tokenizer.all_special_ids if i is not None}
-            special_ids = np.array(sorted(found), dtype=np.int64)
-        mask_token_id = tokenizer.convert_tokens_to_ids(tokenizer.mask_token)
-        return cls(vocab_size, int(mask_token_id), special_ids)
 
 
 def _no_pad_token_error(tokenizer) -> ValueError:
@@ -146,10 +100,10 @@ def _collate_sequences(examples: list, tokenizer: Any, pad_to_multiple_of, retur
             tensor = _exact_cast(tensor, first.dtype, tensor.to)
         return tensor
     if not as_int64:
-        dtype = first.dtype if isinstance(first, np.ndarray) else _to_numpy(first[:0]).dtype
+        dtype = first.dtype if isinstance(first, np.ndarray) else to_numpy(first[:0]).dtype
         if not needs_padding:
             # Equal lengths are stacked (np.stack), which promotes over every row.
-            dtype = np.result_type(*(_to_numpy(example).dtype for example in examples))
+            dtype = np.result_type(*(to_numpy(example).dtype for example in examples))
         if input_ids.dtype != dtype:
             input_ids = _exact_cast(input_ids, dtype, input_ids.astype)
     return input_ids
@@ -176,33 +130,8 @@ def _exact_cast(values: Any, dtype: Any, cast: Any) -> Any:
     return converted
 
 
-def _global_seed(framework: str) -> int:
-    """One 64-bit seed from the global generator the framework's users seed: torch's
-    (`torch.manual_seed`, `transformers.set_seed`, DataLoader workers) or numpy's."""
-    if framework == "pt":
-        torch = torch_module()
-        return torch.randint(-(2**63), 2**63 - 1, (), dtype=torch.int64).item() % _SEEDS
-    return int(np.random.randint(0, _SEEDS, dtype=np.uint64))
-
-
-def _worker_id() -> int:
-    """The DataLoader worker this process is (0 in the main process). Elsewhere than a
-    DataLoader worker, a child process cannot be told apart from its siblings: an error, as
-    transformers' seeded collator raises."""
-    if mp.current_process().name == "MainProcess":
-        return 0
-    worker_info = torch_module().utils.data.get_worker_info()
-    if worker_info is None:
-        raise ValueError(
-            "Worker process information is not available for seeding the generator. The "
-            "`seed` parameter can only be used in a single process or in a PyTorch "
-            "DataLoader with multiple workers."
-        )
-    return int(worker_info.id)
-
-
 @dataclass
-class DataCollatorForLanguageModeling(_TakesArrowBatches):
+class DataCollatorForLanguageModeling(TakesArrowBatches):
     """Same fields and output as `transformers.DataCollatorForLanguageModeling`, plus
     `mask_rng`. Padding runs on the Rust core. With mlm=True:
 
@@ -285,15 +214,14 @@ class DataCollatorForLanguageModeling(_TakesArrowBatches):
         self.mask_replace_prob = float(self.mask_replace_prob)
         self.random_replace_prob = float(self.random_replace_prob)
         self.generator = None  # mask_rng="torch" with seed=: transformers' generator
-        self._batches_masked = 0  # native masking with seed=: the batch number
-        self._token_ids_cache: tuple[Any, _TokenIds] | None = None
+        self._masking = NativeMasking()  # mask_rng="native": ids and batch counter
 
     _batch_methods = ("__call__", "torch_call", "numpy_call", "_collate")
 
     def __call__(self, features, return_tensors=None):
         if return_tensors is None:
             return_tensors = self.return_tensors
-        if _framework(return_tensors) == "pt":
+        if framework(return_tensors) == "pt":
             return self.torch_call(features)
         return self.numpy_call(features)
 
@@ -305,7 +233,7 @@ class DataCollatorForLanguageModeling(_TakesArrowBatches):
 
     def create_rng(self):
         """mask_rng="torch": transformers' generator (seed + worker id in a DataLoader worker)."""
-        self.generator = self.get_generator(self.seed + _worker_id())
+        self.generator = self.get_generator(self.seed + worker_id())
 
     def _collate(self, examples, return_tensors: str):
         if self.mask_rng == "torch" and self.seed is not None and self.generator is None:
@@ -375,7 +303,7 @@ class DataCollatorForLanguageModeling(_TakesArrowBatches):
         gives for every row (membership in `all_special_ids`), computed in one vectorized
         step. None (masking then asks the tokenizer row by row) when the tokenizer has its own
         get_special_tokens_mask or the ids are not integers."""
-        if _base_special_tokens_mask() is None or _asks_tokenizer_per_row(self.tokenizer):
+        if base_special_tokens_mask() is None or asks_tokenizer_per_row(self.tokenizer):
             return None
         special_ids = sorted({int(i) for i in self.tokenizer.all_special_ids if i is not None})
         if isinstance(input_ids, np.ndarray):
@@ -423,55 +351,19 @@ class DataCollatorForLanguageModeling(_TakesArrowBatches):
             labels = labels.astype(inputs.dtype)
         return inputs, labels
 
-    def _token_ids(self) -> _TokenIds:
-        """The tokenizer's ids, read again only for another tokenizer or a changed vocabulary
-        (`add_special_tokens` grows it)."""
-        vocab_size = len(self.tokenizer)
-        cached = self._token_ids_cache
-        if cached is None or cached[0] is not self.tokenizer or cached[1].vocab_size != vocab_size:
-            cached = (self.tokenizer, _TokenIds.read(self.tokenizer, vocab_size))
-            self._token_ids_cache = cached
-        return cached[1]
-
-    def _stream_key(self, framework: str) -> tuple[int, int, int]:
-        """(seed, worker, batch number) keying one batch's random stream."""
-        if self.seed is None:
-            return _global_seed(framework), 0, 0
-        batch = self._batches_masked
-        self._batches_masked += 1
-        return int(self.seed) % _SEEDS, _worker_id(), batch
-
     def _mask_natively(self, ids: np.ndarray, special_tokens_mask, offset_mapping, framework):
         """Masks `ids` (int64, C-contiguous) in place on the Rust core; returns the labels."""
-        if ids.ndim != 2:
-            raise ValueError(
-                f"masking needs a 2-d batch of 'input_ids' (rows x tokens), got {ids.ndim}-d"
-            )
-        token_ids = self._token_ids()
-        if special_tokens_mask is None and token_ids.special_ids is None:
-            special_tokens_mask = [
-                self.tokenizer.get_special_tokens_mask(row, already_has_special_tokens=True)
-                for row in ids.tolist()
-            ]
-        if self.whole_word_mask and offset_mapping is None:
-            raise ValueError(
-                "whole_word_mask needs 'offset_mapping' in the rows: tokenize with "
-                "return_offsets_mapping=True"
-            )
-        seed, worker, batch = self._stream_key(framework)
-        return _native.mask_tokens(
+        return self._masking.mask(
             ids,
-            seed=seed,
-            worker=worker,
-            batch=batch,
+            self.tokenizer,
+            seed=self.seed,
+            framework=framework,
             mlm_probability=self.mlm_probability,
             mask_replace_prob=self.mask_replace_prob,
             random_replace_prob=self.random_replace_prob,
-            mask_token_id=token_ids.mask_token_id,
-            vocab_size=token_ids.vocab_size,
-            special_ids=_NO_IDS if token_ids.special_ids is None else token_ids.special_ids,
-            special_tokens_mask=_int64_array(special_tokens_mask),
-            offset_mapping=_int64_array(offset_mapping) if self.whole_word_mask else None,
+            special_tokens_mask=special_tokens_mask,
+            whole_word_mask=self.whole_word_mask,
+            offset_mapping=offset_mapping,
         )
 
     # transformers' masking methods (mask_rng="torch") call these on the collator.

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from . import _native
-from ._grouping import as_lengths
+from .. import _native
+from .lengths import as_lengths
 
 DEFAULT_WINDOW_SIZE = 1024
 

@@ -15,135 +15,12 @@ call.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
-import numpy as np
-
-from . import _native
-from ._rows import missing_main_input
-
-__all__ = ["ArrowBatch", "ArrowBatches", "wrap_for_trainer"]
-
-
-def _value_type(arrow_type: Any) -> str | None:
-    """The numpy name of a numeric / boolean Arrow type, None for anything else."""
-    import pyarrow as pa
-
-    types = pa.types
-    if types.is_boolean(arrow_type):
-        return "bool"
-    if types.is_integer(arrow_type) or types.is_floating(arrow_type):
-        return np.dtype(arrow_type.to_pandas_dtype()).name
-    return None
-
-
-def _column_kind(arrow_type: Any) -> str | None:
-    """ "scalar" (a number per row), "sequence" (a flat list of numbers), or None: a type the
-    Arrow path does not read (strings, nested lists, structs, ...)."""
-    import pyarrow as pa
-
-    types = pa.types
-    if _value_type(arrow_type) is not None:
-        return "scalar"
-    if (
-        types.is_list(arrow_type)
-        or types.is_large_list(arrow_type)
-        or types.is_fixed_size_list(arrow_type)
-    ) and _value_type(arrow_type.value_type) is not None:
-        return "sequence"
-    return None
-
-
-def _read_only(array: np.ndarray) -> np.ndarray:
-    array.flags.writeable = False
-    return array
-
-
-def _view(buffer: Any, dtype: Any, offset: int, length: int) -> np.ndarray:
-    """`length` items of `buffer` from item `offset`, as a read-only numpy view (no copy)."""
-    dtype = np.dtype(dtype)
-    if length == 0 or buffer is None:
-        return _read_only(np.empty(0, dtype))
-    return _read_only(
-        np.frombuffer(buffer, dtype=dtype, count=length, offset=offset * dtype.itemsize)
-    )
-
-
-def _bitmap(buffer: Any, bit_offset: int, null_count: int) -> tuple | None:
-    if null_count == 0 or buffer is None:
-        return None
-    return (_read_only(np.frombuffer(buffer, dtype=np.uint8)), bit_offset)
-
-
-def _values(array: Any) -> tuple:
-    """(type name, view, length, bit offset, validity) of a primitive Arrow array."""
-    name = _value_type(array.type)
-    buffers = array.buffers()
-    validity = _bitmap(buffers[0], array.offset, array.null_count)
-    if name == "bool":
-        bits = buffers[1]
-        view = _read_only(np.frombuffer(bits, dtype=np.uint8)) if bits is not None else None
-        if view is None:
-            view = _read_only(np.empty(0, np.uint8))
-        return name, view, len(array), array.offset, validity
-    # Half floats travel as their bits; the core converts them exactly.
-    dtype = np.uint16 if name == "float16" else name
-    return name, _view(buffers[1], dtype, array.offset, len(array)), len(array), 0, validity
-
-
-def _chunk(array: Any) -> tuple:
-    """One Arrow array as the native ArrowColumn takes it, honoring the array's own slice."""
-    import pyarrow as pa
-
-    types = pa.types
-    rows = len(array)
-    row_validity = _bitmap(array.buffers()[0], array.offset, array.null_count)
-    if types.is_fixed_size_list(array.type):
-        size = array.type.list_size
-        # `.values` ignores the slice: row r starts at (offset + r) * size.
-        first = array.offset
-        offsets = _read_only(np.arange(first, first + rows + 1, dtype=np.int64) * size)
-        child = array.values
-    elif types.is_list(array.type) or types.is_large_list(array.type):
-        dtype = np.int64 if types.is_large_list(array.type) else np.int32
-        offsets = _view(array.buffers()[1], dtype, array.offset, rows + 1)
-        # Offsets index the child array from its own start (the child may be a slice too).
-        child = array.values
-    else:
-        name, view, length, bit_offset, validity = _values(array)
-        return (rows, None, name, view, length, bit_offset, validity, None)
-    name, view, length, bit_offset, value_validity = _values(child)
-    return (rows, offsets, name, view, length, bit_offset, row_validity, value_validity)
-
-
-def _native_column(key: str, chunked: Any) -> Any:
-    chunks = [_chunk(chunk) for chunk in chunked.chunks if len(chunk)]
-    return _native.ArrowColumn(key, chunks)
-
-
-def _is_datasets_dataset(value: Any) -> bool:
-    datasets = sys.modules.get("datasets")
-    return datasets is not None and isinstance(value, datasets.Dataset)
-
-
-def _python_format(dataset: Any) -> bool:
-    return dataset.format.get("type") in (None, "python")
-
-
-def _visible_columns(dataset: Any) -> list[str]:
-    """The columns a row of `dataset` holds (its format may show only some)."""
-    fmt = dataset.format
-    columns = fmt.get("columns")
-    if columns is None or fmt.get("output_all_columns"):
-        return list(dataset.column_names)
-    return [c for c in dataset.column_names if c in columns]
-
-
-def readable_columns(dataset: Any) -> list[str]:
-    """The columns of `dataset` the Arrow path reads: numbers and flat lists of numbers."""
-    table = dataset.data.table
-    return [c for c in _visible_columns(dataset) if _column_kind(table.schema.field(c).type)]
+from .. import _native
+from .._internal.datasets import is_datasets_dataset
+from .._internal.rows import missing_main_input
+from .columns import column_kind, native_column, python_format, readable_columns
 
 
 class ArrowBatches:
@@ -169,11 +46,11 @@ class ArrowBatches:
     """
 
     def __init__(self, dataset: Any, columns: list[str] | None = None):
-        if not _is_datasets_dataset(dataset):
+        if not is_datasets_dataset(dataset):
             raise TypeError(
                 f"ArrowBatches wraps a datasets.Dataset, not a {type(dataset).__name__}"
             )
-        if not _python_format(dataset):
+        if not python_format(dataset):
             raise ValueError(
                 f"ArrowBatches reads datasets with the default (Python) format; this one is "
                 f"formatted as {dataset.format['type']!r}, whose rows fastcollate's collators "
@@ -191,7 +68,7 @@ class ArrowBatches:
                         f"{list(dataset.column_names)}"
                     )
                 arrow_type = table.schema.field(column).type
-                if _column_kind(arrow_type) is None:
+                if column_kind(arrow_type) is None:
                     raise TypeError(
                         f"column '{column}' holds {arrow_type}; the Arrow path reads numbers "
                         "(integers, floats, bools) and flat lists of numbers: leave it out of "
@@ -252,10 +129,10 @@ class ArrowBatches:
         native = self._cache.get("native")
         if native is None:
             table = self.dataset.data.table
-            columns = [_native_column(c, table.column(c)) for c in self.columns]
+            columns = [native_column(c, table.column(c)) for c in self.columns]
             indices = self.dataset._indices
             index_map = (
-                _native_column("indices", indices.table.column(0)) if indices is not None else None
+                native_column("indices", indices.table.column(0)) if indices is not None else None
             )
             native = self._cache["native"] = (columns, index_map)
         return native
@@ -342,20 +219,3 @@ def accepts_arrow_batches(data_collator: Any) -> bool:
     return getattr(data_collator, "accepts_arrow_batches", False) is True
 
 
-def wrap_for_trainer(dataset: Any, data_collator: Any) -> Any:
-    """The dataset a Trainer should hand its DataLoader: `ArrowBatches(dataset)` when the
-    collator takes Arrow batches and every column a row holds can be read from Arrow (so the
-    batches are exactly those of the row path), else `dataset` unchanged."""
-    if not (_is_datasets_dataset(dataset) and _python_format(dataset)):
-        return dataset
-    if not accepts_arrow_batches(data_collator):
-        return dataset
-    visible = _visible_columns(dataset)
-    if not visible or readable_columns(dataset) != visible:
-        return dataset
-    return ArrowBatches(dataset, visible)
-
-
-def unwrap(dataset: Any) -> Any:
-    """The datasets.Dataset inside an ArrowBatches (for samplers that read lengths from it)."""
-    return dataset.dataset if isinstance(dataset, ArrowBatches) else dataset

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._tensors import is_torch_tensor, torch_module
+from .tensors import is_torch_tensor, torch_module
 
 MASK = "attention_mask"
 

@@ -1,22 +1,18 @@
-"""Length grouping on the Rust core: `get_length_grouped_indices` and `sequence_lengths`.
-
-The random permutation is drawn in Python with `torch.randperm`, exactly as transformers draws
-it, so a torch generator (or the global torch RNG) is consumed identically and the same seed
-gives the same indices. Splitting, sorting and the longest-first swap run in Rust.
-"""
+"""Sequence lengths for the samplers: `as_lengths` (checked int64 lengths from a list, array,
+tensor or dataset column) and `sequence_lengths` (read from a dataset's Arrow storage, or row by
+row where it has none)."""
 
 from __future__ import annotations
 
 import itertools
-import operator
 import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
 
-from . import _native
-from ._tensors import is_torch_tensor, torch_module
+from .._internal.datasets import is_datasets_dataset
+from .._internal.tensors import is_torch_tensor, torch_module
 
 _INT64_MAX = np.iinfo(np.int64).max
 
@@ -89,63 +85,6 @@ def as_lengths(lengths: Any, name: str = "lengths") -> np.ndarray:
         index = int(np.argmax(array > _INT64_MAX))
         raise OverflowError(f"{name}[{index}] is {array[index]}, larger than int64 can hold")
     return np.ascontiguousarray(array, dtype=np.int64)
-
-
-def _check_batch_size(batch_size: Any) -> int:
-    if isinstance(batch_size, bool):
-        raise TypeError("batch_size must be an integer, not a bool")
-    try:
-        batch_size = operator.index(batch_size)
-    except TypeError:
-        raise TypeError(f"batch_size must be an integer, not {type(batch_size).__name__}") from None
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1, not {batch_size}")
-    return batch_size
-
-
-def grouped_indices_array(
-    lengths: np.ndarray, batch_size: int, mega_batch_mult: int | None, generator: Any
-) -> np.ndarray:
-    """`get_length_grouped_indices` for int64 lengths, as an int64 array."""
-    if mega_batch_mult is not None:
-        if isinstance(mega_batch_mult, bool):
-            raise TypeError("mega_batch_mult must be an integer, not a bool")
-        mega_batch_mult = operator.index(mega_batch_mult)
-        if mega_batch_mult < 1:
-            raise ValueError(f"mega_batch_mult must be at least 1, not {mega_batch_mult}")
-    # A mega-batch that holds every row is one group however large it is: sizes past the row
-    # count give the same indices, so they are clamped before the Rust core's int64 arithmetic.
-    rows = max(len(lengths), 1)
-    if mega_batch_mult is None:
-        batch_size = min(batch_size, rows)
-    elif mega_batch_mult >= 1 and batch_size * mega_batch_mult >= rows:
-        batch_size, mega_batch_mult = rows, 1
-    torch = torch_module()
-    permutation = torch.randperm(len(lengths), generator=generator).numpy()
-    return _native.group_by_length(lengths, permutation, batch_size, mega_batch_mult)
-
-
-def get_length_grouped_indices(
-    lengths: Any, batch_size: int, mega_batch_mult: int | None = None, generator: Any = None
-) -> list[int]:
-    """Same indices as `transformers.trainer_pt_utils.get_length_grouped_indices` for the same
-    lengths and torch generator: `torch.randperm` shuffles, mega-batches of
-    `mega_batch_mult * batch_size` are each sorted longest first (stably), and the longest item
-    is swapped to the front. `lengths` may be a list, numpy array or tensor of integers.
-
-    Differences: bad input raises early (negative or non-integer lengths, batch_size < 1), and
-    no lengths give no indices where transformers raises."""
-    array = as_lengths(lengths)
-    batch_size = _check_batch_size(batch_size)
-    return grouped_indices_array(array, batch_size, mega_batch_mult, generator).tolist()
-
-
-# --- sequence lengths ------------------------------------------------------------------------
-
-
-def _is_datasets_dataset(dataset: Any) -> bool:
-    datasets = sys.modules.get("datasets")
-    return datasets is not None and isinstance(dataset, datasets.Dataset)
 
 
 def _missing_column(column: str, available: Iterable[str]) -> ValueError:
@@ -302,7 +241,7 @@ def sequence_lengths(
 
     Raises ValueError for a missing column, null rows or a size mismatch, and TypeError for a
     column that holds no lists (or a length column that holds no integers)."""
-    if _is_datasets_dataset(dataset) and _arrow_readable(dataset):
+    if is_datasets_dataset(dataset) and _arrow_readable(dataset):
         lengths = _arrow_lengths(dataset, column, length_column_name)
     elif length_column_name is not None:
         lengths = _row_length_column(dataset, length_column_name)

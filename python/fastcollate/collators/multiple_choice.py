@@ -6,11 +6,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import _native
-from ._collators import holds_tensor_rows
-from ._family import _framework
-from ._padding import PadSettings, pad
-from ._tensors import torch_module
+from .. import _native
+from .._internal.tensors import torch_module
+from .base import framework
+from .default import holds_tensor_rows
+from .padding import pad
+from .padding_options import PadSettings
 
 
 def _choices(examples: list, label_name: str, main_input: str) -> tuple[dict, int]:
@@ -79,7 +80,7 @@ class DataCollatorForMultipleChoice:
     def __call__(self, features, return_tensors=None):
         if return_tensors is None:
             return_tensors = self.return_tensors
-        return self._collate(features, _framework(return_tensors))
+        return self._collate(features, framework(return_tensors))
 
     def torch_call(self, examples):
         """The batch as torch tensors of shape (batch, num_choices, length)."""

@@ -12,9 +12,9 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from . import _native
-from ._grouping import as_lengths
-from ._packing import checked_count, split_batches
+from .. import _native
+from .lengths import as_lengths
+from .packing import checked_count, split_batches
 
 
 class BatchRebalanceSampler(Sampler):

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._packing import PackedBatchSampler
-from ._patch import original
-from ._rebalance import BatchRebalanceSampler
-from ._training_args import PACKED
+from .._internal.originals import original
+from ..sampling.packing import PackedBatchSampler
+from ..sampling.rebalance import BatchRebalanceSampler
+from .training_args import PACKED
 
 _TransformersRebalance = original("transformers.trainer_pt_utils", "BatchRebalanceSampler")
 

@@ -10,11 +10,14 @@ import torch
 import transformers
 from transformers.trainer_utils import has_length
 
-from ._arrow import unwrap, wrap_for_trainer
-from ._collators import DataCollatorWithPadding, default_data_collator
-from ._grouping import _is_datasets_dataset, sequence_lengths
-from ._samplers import LengthGroupedSampler
-from ._trainer_sampling import (
+from .._internal.datasets import is_datasets_dataset
+from .._internal.originals import original
+from ..arrow import ArrowBatches, accepts_arrow_batches
+from ..arrow.columns import python_format, readable_columns, visible_columns
+from ..collators import DataCollatorWithFlattening, DataCollatorWithPadding, default_data_collator
+from ..sampling.lengths import sequence_lengths
+from ..sampling.samplers import LengthGroupedSampler
+from .trainer_sampling import (
     CutToTokenBudget,
     is_packed,
     packed_sampler,
@@ -29,8 +32,6 @@ def default_collator(processing_class: Any) -> Any:
     from transformers import PreTrainedTokenizerBase
     from transformers.feature_extraction_sequence_utils import SequenceFeatureExtractor
 
-    from ._patch import original
-
     if isinstance(processing_class, PreTrainedTokenizerBase):
         return DataCollatorWithPadding(processing_class)
     if isinstance(processing_class, SequenceFeatureExtractor):
@@ -38,6 +39,25 @@ def default_collator(processing_class: Any) -> Any:
             processing_class
         )
     return default_data_collator
+
+
+def wrap_for_trainer(dataset: Any, data_collator: Any) -> Any:
+    """The dataset a Trainer should hand its DataLoader: `ArrowBatches(dataset)` when the
+    collator takes Arrow batches and every column a row holds can be read from Arrow (so the
+    batches are exactly those of the row path), else `dataset` unchanged."""
+    if not (is_datasets_dataset(dataset) and python_format(dataset)):
+        return dataset
+    if not accepts_arrow_batches(data_collator):
+        return dataset
+    visible = visible_columns(dataset)
+    if not visible or readable_columns(dataset) != visible:
+        return dataset
+    return ArrowBatches(dataset, visible)
+
+
+def unwrap(dataset: Any) -> Any:
+    """The datasets.Dataset inside an ArrowBatches (for samplers that read lengths from it)."""
+    return dataset.dataset if isinstance(dataset, ArrowBatches) else dataset
 
 
 _TRAINER_SIGNATURE = inspect.signature(transformers.Trainer.__init__)
@@ -57,8 +77,6 @@ class Trainer(transformers.Trainer):
         if not collator_given:
             self.data_collator = default_collator(self.processing_class)
             if is_packed(self.args):
-                from ._family import DataCollatorWithFlattening
-
                 self.data_collator = DataCollatorWithFlattening()
         if is_packed(self.args) and getattr(self.args, "packing_truncation", False):
             self.data_collator = CutToTokenBudget(
@@ -78,7 +96,7 @@ class Trainer(transformers.Trainer):
         # The same sources as transformers: the length column when the dataset has it (after
         # unused columns are removed), else the processing class's main input.
         length_column = self.args.length_column_name
-        if not (_is_datasets_dataset(dataset) and length_column in dataset.column_names):
+        if not (is_datasets_dataset(dataset) and length_column in dataset.column_names):
             length_column = None
         model_input_name = (
             self.processing_class.model_input_names[0]
@@ -97,7 +115,7 @@ class Trainer(transformers.Trainer):
         train_dataset = unwrap(train_dataset)
         strategy = self.args.train_sampling_strategy
         if train_dataset is not None and has_length(train_dataset):
-            # Rank-aware batch samplers over lengths read from Arrow (see _trainer_sampling).
+            # Rank-aware batch samplers over lengths read from Arrow (see trainer_sampling).
             if strategy == "batch_rebalance":
                 return rebalance_sampler(self.args, self._dataset_lengths(train_dataset))
             if is_packed(self.args):

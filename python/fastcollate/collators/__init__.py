@@ -1,0 +1,22 @@
+"""The drop-ins for transformers' collators and `tokenizer.pad()`, one module each, on the Rust
+core: rows (or an `ArrowBatch`) in, padded numpy arrays or torch tensors out."""
+
+from .default import DefaultDataCollator, default_data_collator
+from .flattening import DataCollatorWithFlattening
+from .language_modeling import DataCollatorForLanguageModeling
+from .multiple_choice import DataCollatorForMultipleChoice
+from .padding import DataCollatorWithPadding, pad
+from .seq2seq import DataCollatorForSeq2Seq
+from .token_classification import DataCollatorForTokenClassification
+
+__all__ = [
+    "pad",
+    "DataCollatorWithPadding",
+    "DefaultDataCollator",
+    "default_data_collator",
+    "DataCollatorForTokenClassification",
+    "DataCollatorForSeq2Seq",
+    "DataCollatorWithFlattening",
+    "DataCollatorForLanguageModeling",
+    "DataCollatorForMultipleChoice",
+]

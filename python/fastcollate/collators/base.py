@@ -1,0 +1,106 @@
+"""What the collators share: the "pt" / "np" switch, the checks on a batch of rows (or an
+ArrowBatch), the Arrow-batch opt-out for subclasses, and the one native call that pads the
+inputs together with their labels."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .._internal.rows import first_row
+from .._internal.stacked_masks import put_back, set_aside_masks
+from .._internal.tensors import convert
+from ..arrow import ArrowBatch
+from .native import collate
+from .padding_options import PadSettings, padding_group
+
+FRAMEWORKS = ("pt", "np")
+
+
+def framework(return_tensors: Any) -> str:
+    """The "pt" / "np" switch of transformers' DataCollatorMixin."""
+    value = getattr(return_tensors, "value", return_tensors)
+    if value not in FRAMEWORKS:
+        raise ValueError(
+            f"Framework '{return_tensors}' not recognized! Use return_tensors='pt' or 'np'."
+        )
+    return value
+
+
+def batch_rows(features: Any, main_input: str) -> Any:
+    """The batch as a list of mappings whose first row holds the main input, or an ArrowBatch
+    (left in Arrow storage) that has the main input's column."""
+    if isinstance(features, ArrowBatch):
+        if not len(features):
+            raise ValueError("cannot collate an empty batch: no rows were given")
+        return features.require(main_input)
+    if isinstance(features, Mapping) or isinstance(features, (str, bytes)):
+        raise TypeError("a collator takes a list of rows (mappings of feature names to values)")
+    if not isinstance(features, (list, tuple)):
+        features = list(features)
+    first_row(features, main_input, "collate")
+    return features
+
+
+def first_keys(features: Any) -> Any:
+    """What `key in first` looks at: the first row, or an ArrowBatch's columns (its rows)."""
+    return features.columns if isinstance(features, ArrowBatch) else features[0]
+
+
+def has_nulls(batch: ArrowBatch, column: str) -> bool:
+    """Whether `column` of the batch's dataset holds a null anywhere (None in a row)."""
+    return batch.source.dataset.data.table.column(column).null_count > 0
+
+
+class TakesArrowBatches:
+    """Collators that read an ArrowBatch natively (see `fastcollate.ArrowBatches`). A user
+    subclass that replaces one of `_batch_methods` (which receive the batch) may expect a list of
+    rows, so it is not handed ArrowBatches."""
+
+    _batch_methods = ("__call__",)
+    _arrow_class: type
+
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        if TakesArrowBatches in cls.__bases__:
+            cls._arrow_class = cls
+
+    @property
+    def accepts_arrow_batches(self) -> bool:
+        kind, base = type(self), self._arrow_class
+        return all(getattr(kind, name) is getattr(base, name) for name in self._batch_methods)
+
+
+def padded_with_labels(
+    features: list,
+    settings: PadSettings,
+    padding: Any,
+    max_length: int | None,
+    pad_to_multiple_of: int | None,
+    return_tensors: str,
+    *,
+    label_follower: tuple | None = None,
+    label_group: tuple | None = None,
+    dtypes: dict | None = None,
+    keys: list | None = None,
+) -> dict:
+    """One native call: the tokenizer's pad group (plus, for token classification, the labels
+    as an independent follower) and, for seq2seq, a separate labels group."""
+    group = padding_group(settings, padding, max_length, pad_to_multiple_of, None)
+    if label_follower is not None:
+        group = (*group[:6], (*group[6], label_follower), group[7])
+    groups = [group] if label_group is None else [group, label_group]
+    # Masks of two or more dimensions per row are stacked as they are, not padded (as
+    # tokenizer.pad does).
+    aside = None if isinstance(features, ArrowBatch) else set_aside_masks(features, keys)
+    native = collate(
+        features,
+        groups,
+        float32=return_tensors == "pt",
+        dtypes=dtypes,
+        keys=keys if aside is None else aside.keys,
+    )
+    batch = convert(native, return_tensors)
+    if aside is not None:
+        put_back(batch, aside, return_tensors)
+    return batch

@@ -1,0 +1,252 @@
+"""`pad()`, the drop-in for `tokenizer.pad()`, and `DataCollatorWithPadding`, on the Rust
+core."""
+
+from __future__ import annotations
+
+from collections import UserDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._internal.rows import first_row, missing_main_input
+from .._internal.stacked_masks import put_back, set_aside_masks
+from .._internal.tensors import batch_encoding, check_return_tensors, convert, is_torch_tensor
+from ..arrow import ArrowBatch
+from .native import collate
+from .padding_options import PadSettings, padding_group
+
+
+def _is_single_example(main_value: Any) -> bool:
+    """transformers pads a mapping as one example when its main input is a flat sequence."""
+    if isinstance(main_value, np.ndarray) or is_torch_tensor(main_value):
+        return main_value.ndim == 1
+    if isinstance(main_value, (list, tuple)):
+        for item in main_value:
+            if isinstance(item, (list, tuple)):
+                if len(item):
+                    return False
+                continue
+            if isinstance(item, np.ndarray) or is_torch_tensor(item):
+                return item.ndim == 0
+            return True
+    return False
+
+
+def _main_tensor_kind(main_values: Any) -> str | None:
+    """tokenizer.pad's default for numpy / torch inputs: return the same kind. As there, the
+    first row's main input decides, or, when it is a list, the first element of the first
+    non-empty row."""
+    try:
+        first = main_values[0]
+        if isinstance(first, (list, tuple)):
+            for item in main_values:
+                if len(item):
+                    first = item[0]
+                    break
+    except (TypeError, IndexError, KeyError):
+        return None  # the native module reports what is wrong with the rows
+    if isinstance(first, np.ndarray):
+        return "np"
+    if is_torch_tensor(first):
+        return "pt"
+    return None
+
+
+class _MainValues:
+    """The main input of each row, read on demand (`_main_tensor_kind` usually needs
+    only row 0)."""
+
+    def __init__(self, rows: Sequence[Any], main: str):
+        self.rows, self.main = rows, main
+
+    def __getitem__(self, index: int) -> Any:
+        return self.rows[index][self.main]
+
+    def __iter__(self):
+        for row in self.rows:
+            yield row[self.main] if isinstance(row, Mapping) else []
+
+
+def pad(
+    encoded_inputs: Any,
+    tokenizer: Any = None,
+    *,
+    padding: bool | str = True,
+    max_length: int | None = None,
+    pad_to_multiple_of: int | None = None,
+    padding_side: str | None = None,
+    return_attention_mask: bool | None = None,
+    return_tensors: str | None = None,
+    pad_token_id: int | None = None,
+    pad_token_type_id: int = 0,
+    model_input_names: Sequence[str] | None = None,
+    verbose: bool = True,
+):
+    """Pads a batch (list of mappings, or mapping of lists) or one example, like
+    `tokenizer.pad(...)`, with the same result. See the README for what differs.
+
+    `encoded_inputs` rows may hold lists/tuples of ints, numpy arrays, CPU torch tensors or
+    scalars; an `ArrowBatch` is padded straight from Arrow storage. `padding`, `max_length`,
+    `pad_to_multiple_of`, `padding_side`, `return_attention_mask` and `return_tensors`
+    (None, "np" or "pt") mean what they mean in `tokenizer.pad`.
+
+    Arguments transformers does not have, for padding without a tokenizer (then the result is
+    a dict, and `padding="max_length"` needs `max_length`):
+
+    - `tokenizer`: the tokenizer whose pad token, pad token type, padding side,
+      `model_input_names` and `model_max_length` are used; None to pass them as below.
+    - `pad_token_id`: the value `input_ids` (the main input) is padded with. Overrides the
+      tokenizer's when given; without a tokenizer it is needed whenever padding happens.
+    - `pad_token_type_id`: the value `token_type_ids` is padded with (default 0). A
+      tokenizer's own value takes precedence.
+    - `model_input_names`: the input names, the first being the main input whose length sets
+      the padding (default: the tokenizer's, else `("input_ids", "token_type_ids",
+      "attention_mask")`); an attention mask is added when "attention_mask" is among them.
+    - `padding_side`: "right" (the default without a tokenizer) or "left".
+
+    `verbose` is accepted as `tokenizer.pad` accepts it; fastcollate prints no warnings.
+    """
+    del verbose
+    settings = PadSettings.resolve(
+        tokenizer,
+        pad_token_id=pad_token_id,
+        pad_token_type_id=pad_token_type_id,
+        padding_side=padding_side,
+        model_input_names=model_input_names,
+    )
+    return_tensors = check_return_tensors(return_tensors)
+    group = padding_group(settings, padding, max_length, pad_to_multiple_of, return_attention_mask)
+    main = settings.main_input
+
+    single = False
+    # A list of rows first, as tokenizer.pad tests it: the usual batch.
+    if isinstance(encoded_inputs, (list, tuple)):
+        features: Any = encoded_inputs
+        first_main = first_row(encoded_inputs, main, "pad")[main]
+        # The usual cases, decided at once: token ids as Python lists, or an array / tensor
+        # (whose kind the first row decides, as in `_main_tensor_kind`).
+        if type(first_main) is list and first_main and type(first_main[0]) is int:
+            main_kind = None
+        elif isinstance(first_main, np.ndarray):
+            main_kind = "np"
+        elif is_torch_tensor(first_main):
+            main_kind = "pt"
+        else:
+            main_kind = _main_tensor_kind(_MainValues(encoded_inputs, main))
+    elif isinstance(encoded_inputs, ArrowBatch):
+        # Rows still in Arrow storage: their Python rows hold lists of Python numbers.
+        features, main_kind = encoded_inputs.require(main), None
+    elif isinstance(encoded_inputs, Mapping):
+        if main not in encoded_inputs:
+            raise missing_main_input(main, encoded_inputs.keys())
+        main_value = encoded_inputs[main]
+        single = _is_single_example(main_value)
+        features = (
+            # row[key], not .items(): a mapping subclass may compute its values on access.
+            {key: [encoded_inputs[key]] for key in encoded_inputs} if single else encoded_inputs
+        )
+        main_kind = _main_tensor_kind([main_value] if single else main_value)
+    else:
+        raise TypeError(
+            "pad() takes a list of mappings, a mapping of lists or one example, not "
+            f"{type(encoded_inputs).__name__}"
+        )
+    if return_tensors is None:
+        return_tensors = main_kind
+
+    # Masks of two or more dimensions per row are stacked as they are, not padded.
+    aside = None if single or isinstance(features, ArrowBatch) else set_aside_masks(features)
+    if aside is not None:
+        features = aside.features
+    # With a Python main input, tokenizer.pad leaves other keys' numpy / torch values as they
+    # are, for BatchEncoding to stack with their dtypes: the native module hands such keys
+    # back as lists of the original values.
+    keep_arrays = main_kind is None and isinstance(features, (list, tuple))
+    batch = collate(
+        features,
+        [group],
+        float32=return_tensors == "pt",
+        allow_ragged=return_tensors is None,
+        keep_arrays=keep_arrays,
+        keys=None if aside is None else aside.keys,
+    )
+    if main_kind is not None:
+        _values_to_python(batch)
+    kept = ()
+    if keep_arrays:
+        kept = [
+            key for key, values in batch.items() if type(values) is list and _holds_arrays(values)
+        ]
+    out = convert(batch, return_tensors, stacked_as_batch_encoding=kept)
+    if aside is not None:
+        put_back(out, aside, return_tensors)
+    if single:
+        out = {key: _unbatch(value) for key, value in out.items()}
+    return batch_encoding(out)
+
+
+def _values_to_python(batch: dict) -> None:
+    """Keys the native module left as Python objects, their arrays turned into Python lists:
+    with a numpy / torch main input, tokenizer.pad converts every value that way first (so a
+    2-d float64 tensor becomes float32 under "pt", as lists of floats do)."""
+    for key, values in batch.items():
+        if not isinstance(values, list):
+            continue
+        try:
+            batch[key] = [v.tolist() if isinstance(v, np.ndarray) or is_torch_tensor(v) else v
+                          for v in values]
+        except Exception as err:  # noqa: BLE001 - meta / sparse tensors, ...
+            raise TypeError(f"'{key}' holds values that cannot be read: {err}") from err
+
+
+def _is_array(value: Any) -> bool:
+    return isinstance(value, (np.ndarray, np.generic)) or is_torch_tensor(value)
+
+
+def _holds_arrays(values: list) -> bool:
+    """Whether a key's values (handed back as objects) hold numpy / torch values."""
+    return any(
+        isinstance(value, (np.ndarray, np.generic)) or is_torch_tensor(value) for value in values
+    )
+
+
+def _unbatch(value: Any) -> Any:
+    if isinstance(value, list):
+        return value[0]
+    return value.reshape(value.shape[1:])
+
+
+@dataclass
+class DataCollatorWithPadding:
+    """Same fields and output as `transformers.DataCollatorWithPadding`: pads with the
+    tokenizer's settings, then renames `label` / `label_ids` to `labels`."""
+
+    tokenizer: Any
+    padding: bool | str = True
+    max_length: int | None = None
+    pad_to_multiple_of: int | None = None
+    return_tensors: str = "pt"
+
+    @property
+    def accepts_arrow_batches(self) -> bool:
+        """True unless a subclass replaces `__call__` (it may expect a list of rows)."""
+        return type(self).__call__ is DataCollatorWithPadding.__call__
+
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
+        batch = pad(
+            features,
+            self.tokenizer,
+            padding=self.padding,
+            max_length=self.max_length,
+            pad_to_multiple_of=self.pad_to_multiple_of,
+            return_tensors=self.return_tensors,
+        )
+        # Renamed in the underlying dict: a BatchEncoding's Python-level item methods cost
+        # about a microsecond a batch, a tenth of a small batch's time.
+        data = batch if type(batch) is dict or not isinstance(batch, UserDict) else batch.data
+        for old in ("label", "label_ids"):
+            if old in data:
+                data["labels"] = data.pop(old)
+        return batch

@@ -1,0 +1,76 @@
+"""`DataCollatorForTokenClassification`: inputs padded with the tokenizer's settings, labels
+padded beside them to the same length."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .._internal.tensors import batch_encoding
+from .base import TakesArrowBatches, batch_rows, first_keys, framework, padded_with_labels
+from .padding import pad
+from .padding_options import PadSettings, checked_pad_id
+
+
+@dataclass
+class DataCollatorForTokenClassification(TakesArrowBatches):
+    """Same fields and output as `transformers.DataCollatorForTokenClassification`: pads the
+    inputs with the tokenizer's settings and `labels` (or `label`) to the padded input length
+    with `label_pad_token_id`, on the tokenizer's padding side.
+
+    Unlike transformers, a label row longer than the padded inputs raises a ValueError naming
+    the row (transformers leaves it unpadded: a ragged batch, or labels wider than inputs)."""
+
+    tokenizer: Any
+    padding: bool | str = True
+    max_length: int | None = None
+    pad_to_multiple_of: int | None = None
+    label_pad_token_id: int = -100
+    return_tensors: str = "pt"
+
+    _batch_methods = ("__call__", "torch_call", "numpy_call", "_collate")
+
+    def __call__(self, features, return_tensors=None):
+        if return_tensors is None:
+            return_tensors = self.return_tensors
+        return self._collate(features, framework(return_tensors))
+
+    def torch_call(self, features):
+        """The batch as torch tensors, whatever `return_tensors` says (as transformers')."""
+        return self._collate(features, "pt")
+
+    def numpy_call(self, features):
+        """The batch as numpy arrays, whatever `return_tensors` says (as transformers')."""
+        return self._collate(features, "np")
+
+    def _collate(self, features, return_tensors: str):
+        settings = PadSettings.resolve(self.tokenizer)
+        features = batch_rows(features, settings.main_input)
+        first = first_keys(features)
+        label_name = "label" if "label" in first else "labels"
+        if label_name not in first:
+            return pad(
+                features,
+                self.tokenizer,
+                padding=self.padding,
+                max_length=self.max_length,
+                pad_to_multiple_of=self.pad_to_multiple_of,
+                return_tensors=return_tensors,
+            )
+        batch = padded_with_labels(
+            features,
+            settings,
+            self.padding,
+            self.max_length,
+            self.pad_to_multiple_of,
+            return_tensors,
+            label_follower=(
+                label_name,
+                checked_pad_id("label_pad_token_id", self.label_pad_token_id),
+                False,
+            ),
+            dtypes={label_name: "int64"},
+        )
+        # transformers pads without the labels and adds them last.
+        batch[label_name] = batch.pop(label_name)
+        return batch_encoding(batch)

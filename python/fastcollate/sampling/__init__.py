@@ -1,0 +1,12 @@
+"""Which rows go into which batch: length grouping (`get_length_grouped_indices`, the
+length-grouped samplers), token-budget packing (`PackedBatchSampler`) and `batch_rebalance`
+(`BatchRebalanceSampler`), all on the Rust core, with the lengths read from Arrow.
+
+The samplers that subclass torch's `Sampler` need torch; they are imported from their modules
+(`sampling.samplers`, `sampling.rebalance`) so that this package loads without it."""
+
+from .grouping import get_length_grouped_indices
+from .lengths import sequence_lengths
+from .packing import PackedBatchSampler
+
+__all__ = ["get_length_grouped_indices", "sequence_lengths", "PackedBatchSampler"]
