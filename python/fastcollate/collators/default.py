@@ -112,9 +112,9 @@ def default_data_collator(features: list[Any], return_tensors: str = "pt") -> di
     """Same output as `transformers.default_data_collator`: stacks every key of the first
     feature (skipping None and str values), `label` (int -> int64, float -> float32) and
     `label_ids` become `labels`. Each key gets the dtype transformers' construction infers
-    from all rows (see `_internal.promotion`), produced without a lossy conversion: a batch whose dtype
-    cannot be produced exactly (complex, uint64 above int64, ...) raises. No padding: rows of
-    different lengths raise a ValueError that names the key and row."""
+    from all rows (see `_internal.promotion`), produced without a lossy conversion: a batch
+    whose dtype cannot be produced exactly (complex, uint64 above int64, ...) raises. No
+    padding: rows of different lengths raise a ValueError that names the key and row."""
     return_tensors = check_return_tensors(return_tensors)
     if return_tensors is None:
         # transformers returns None here; a collator that returns nothing is a bug to report.
