@@ -10,7 +10,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use super::to_py_err;
-use crate::core::masking::{self, MaskOptions, Special, Xoshiro256PlusPlus};
+use crate::core::masking::{self, MaskOptions, Special};
+use crate::core::rng::Xoshiro256PlusPlus;
 
 fn contiguous<'a, T>(slice: Result<&'a [T], numpy::AsSliceError>, key: &str) -> PyResult<&'a [T]> {
     slice.map_err(|_| PyValueError::new_err(format!("'{key}' must be a C-contiguous array")))
