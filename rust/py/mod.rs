@@ -4,6 +4,7 @@
 //! core's padded buffers.
 
 mod arrow;
+mod error;
 mod flatten;
 mod grouping;
 mod in_place;
@@ -21,17 +22,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::core::column::Column;
-use crate::core::error::{CollateError, ErrorClass};
+use crate::core::error::CollateError;
 use crate::core::pad::{self, DType, Data, Follower, Layout, Output, PadGroup, Plan, Strategy};
 use read::{ReadError, Site};
-
-fn to_py_err(err: CollateError) -> PyErr {
-    match err.class() {
-        ErrorClass::Type => PyTypeError::new_err(err.to_string()),
-        ErrorClass::Value => PyValueError::new_err(err.to_string()),
-        ErrorClass::Memory => PyMemoryError::new_err(err.to_string()),
-    }
-}
 
 /// A pad group as Python passes it: (lead, lead_pad_value, strategy, max_length,
 /// pad_to_multiple_of, left, [(follower, pad_value, same_length_as_lead)], attention_mask_key).
@@ -155,7 +148,7 @@ fn row_value<'py>(
     index: usize,
 ) -> PyResult<Bound<'py, PyAny>> {
     let missing = || {
-        to_py_err(CollateError::MissingKey {
+        PyErr::from(CollateError::MissingKey {
             key: name.into(),
             row: index,
         })
@@ -164,14 +157,15 @@ fn row_value<'py>(
         return dict.get_item(key)?.ok_or_else(missing);
     }
     if !row.hasattr("keys").unwrap_or(false) {
-        return Err(to_py_err(CollateError::NotAMapping {
+        return Err(CollateError::NotAMapping {
             row: index,
             type_name: row
                 .get_type()
                 .name()
                 .map(|n| n.to_string())
                 .unwrap_or_default(),
-        }));
+        }
+        .into());
     }
     row.get_item(key).map_err(|err| {
         if err.is_instance_of::<pyo3::exceptions::PyKeyError>(row.py()) {
@@ -213,9 +207,9 @@ fn add_value<'py>(
     if !gathered.is_raw {
         match read::read_value(&mut gathered.column, &value, &Site { key, row }) {
             Ok(()) => {}
-            Err(ReadError::NotNumeric(err)) if gathered.padded => return Err(to_py_err(err)),
+            Err(ReadError::NotNumeric(err)) if gathered.padded => return Err(err.into()),
             Err(ReadError::NotNumeric(_)) => gathered.is_raw = true,
-            Err(ReadError::Fatal(err)) => return Err(to_py_err(err)),
+            Err(ReadError::Fatal(err)) => return Err(err.into()),
             Err(ReadError::Python(err)) => return Err(unreadable(err, value.py(), key, row)),
         }
     }
@@ -254,7 +248,7 @@ fn add_tensor_values(gathered: &mut Gathered<'_>, values: &[Bound<'_, PyAny>]) -
         return Ok(false);
     }
     Ok(read::read_tensor_rows(&mut gathered.column, values)?
-        || read::read_tensor_scalars(&mut gathered.column, values).map_err(to_py_err)?)
+        || read::read_tensor_scalars(&mut gathered.column, values)?)
 }
 
 /// Walks the batch once: a list/tuple of mappings (rows), or a mapping of key -> rows.
@@ -321,13 +315,14 @@ fn gather<'py>(
         return Ok((keys, columns));
     };
     let Some(first) = rows.first() else {
-        return Err(to_py_err(CollateError::EmptyBatch));
+        return Err(CollateError::EmptyBatch.into());
     };
     if !first.hasattr("keys")? {
-        return Err(to_py_err(CollateError::NotAMapping {
+        return Err(CollateError::NotAMapping {
             row: 0,
             type_name: first.get_type().name()?.to_string(),
-        }));
+        }
+        .into());
     }
     let keys = match only_keys {
         Some(keys) => keys,
@@ -434,14 +429,12 @@ pub(crate) fn build_plan(
     let groups = groups
         .into_iter()
         .map(parse_group)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(to_py_err)?;
+        .collect::<Result<Vec<_>, _>>()?;
     let dtypes = dtypes
         .unwrap_or_default()
         .into_iter()
         .map(|(k, v)| parse_dtype(&v).map(|d| (k, d)))
-        .collect::<Result<HashMap<_, _>, _>>()
-        .map_err(to_py_err)?;
+        .collect::<Result<HashMap<_, _>, _>>()?;
     Ok(Plan {
         groups,
         float_dtype: if float32 { DType::F32 } else { DType::F64 },
@@ -586,14 +579,13 @@ fn collate<'py>(
     }
     if numeric.is_empty() && in_place.is_empty() && raw.values().next().is_none_or(|r| r.is_empty())
     {
-        return Err(to_py_err(CollateError::EmptyBatch));
+        return Err(CollateError::EmptyBatch.into());
     }
     let outputs = if numeric.is_empty() {
         Vec::new()
     } else {
         let core_plan = rest_plan.as_ref().unwrap_or(&plan);
-        py.detach(|| pad::collate(numeric, core_plan))
-            .map_err(to_py_err)?
+        py.detach(|| pad::collate(numeric, core_plan))?
     };
     let mut outputs: HashMap<String, Output> = outputs
         .into_iter()

@@ -728,7 +728,7 @@ pub fn read_tensor_rows(column: &mut Column, tensors: &[Bound<'_, PyAny>]) -> Py
             Ok(false)
         }
         Err(ReadError::Python(err)) => Err(err),
-        Err(ReadError::Fatal(err) | ReadError::NotNumeric(err)) => Err(super::to_py_err(err)),
+        Err(ReadError::Fatal(err) | ReadError::NotNumeric(err)) => Err(err.into()),
     }
 }
 
