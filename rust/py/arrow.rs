@@ -14,7 +14,7 @@ use crate::core::arrow::{self, ArrowColumn, ArrowError, Bitmap, Chunk, Offsets, 
 use crate::core::error::CollateError;
 use crate::core::pad;
 
-use super::{build_plan, output_to_py, GroupArgs};
+use super::pad::{build_plan, output_to_py, GroupArgs};
 
 /// One chunk as Python describes it: (rows, offsets or None, values type, values, values length,
 /// bit offset of boolean values, (validity bitmap, bit offset) or None, the same for the values).

@@ -7,7 +7,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::{gather, BatchKeys};
+use super::gather::gather;
+use super::rows::BatchKeys;
 use crate::core::error::CollateError;
 use crate::core::flatten::{flatten as pack, FlattenOptions};
 
