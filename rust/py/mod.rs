@@ -12,6 +12,7 @@ mod flatten;
 mod gather;
 mod grouping;
 mod in_place;
+mod ints;
 mod masking;
 mod pad;
 mod read;
