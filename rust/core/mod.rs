@@ -11,3 +11,4 @@ pub mod masking;
 pub mod packing;
 pub mod pad;
 pub mod rebalance;
+pub mod rng;

@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::batches::Batches;
+use super::rng::{Rng, SplitMix64};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PackingError {
@@ -58,44 +59,6 @@ impl fmt::Display for PackingError {
 }
 
 impl std::error::Error for PackingError {}
-
-/// SplitMix64: a small, well-mixed generator, so an epoch's order depends only on the seed and
-/// the epoch (no platform or library RNG involved).
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn new(seed: u64, epoch: u64) -> Self {
-        let mut first = SplitMix64(seed);
-        let mixed = first.next_u64() ^ epoch.wrapping_mul(0xD1B5_4A32_D192_ED03);
-        SplitMix64(mixed)
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..bound` (Lemire's multiply-and-reject; unbiased).
-    fn below(&mut self, bound: u64) -> u64 {
-        let threshold = bound.wrapping_neg() % bound;
-        loop {
-            let product = u128::from(self.next_u64()) * u128::from(bound);
-            if (product as u64) >= threshold {
-                return (product >> 64) as u64;
-            }
-        }
-    }
-
-    fn shuffle<T>(&mut self, items: &mut [T]) {
-        for i in (1..items.len()).rev() {
-            let j = self.below(i as u64 + 1) as usize;
-            items.swap(i, j);
-        }
-    }
-}
 
 #[derive(Debug, Clone, Copy)]
 pub struct Packing {
@@ -190,7 +153,7 @@ impl Packing {
             )));
         }
         let sizes = self.sizes(lengths)?;
-        let mut rng = SplitMix64::new(self.seed, self.epoch);
+        let mut rng = SplitMix64::for_epoch(self.seed, self.epoch);
         let mut order: Vec<i64> = (0..lengths.len() as i64).collect();
         if self.shuffle {
             rng.shuffle(&mut order);
@@ -268,7 +231,7 @@ mod tests {
     }
 
     fn lengths(n: usize, seed: u64, max: u64) -> Vec<i64> {
-        let mut rng = SplitMix64::new(seed, 0);
+        let mut rng = SplitMix64::for_epoch(seed, 0);
         (0..n).map(|_| 1 + rng.below(max) as i64).collect()
     }
 

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use numpy::{Element, PyArray1, PyArrayMethods, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyIndexError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -14,15 +14,7 @@ use crate::core::arrow::{self, ArrowColumn, ArrowError, Bitmap, Chunk, Offsets, 
 use crate::core::error::CollateError;
 use crate::core::pad;
 
-use super::{build_plan, output_to_py, to_py_err, GroupArgs};
-
-fn arrow_err(err: ArrowError) -> PyErr {
-    match err {
-        ArrowError::Collate(err) => to_py_err(err),
-        ArrowError::OutOfRange { .. } => PyIndexError::new_err(err.to_string()),
-        _ => PyValueError::new_err(err.to_string()),
-    }
-}
+use super::pad::{build_plan, output_to_py, GroupArgs};
 
 /// One chunk as Python describes it: (rows, offsets or None, values type, values, values length,
 /// bit offset of boolean values, (validity bitmap, bit offset) or None, the same for the values).
@@ -136,7 +128,7 @@ fn chunk(key: &str, args: ChunkArgs<'_>, owners: &mut Vec<Py<PyAny>>) -> PyResul
     }
     let validity = bitmap(key, "validity bitmap", validity, owners)?;
     let value_validity = bitmap(key, "values' validity bitmap", value_validity, owners)?;
-    Chunk::new(key, rows, offsets, values, validity, value_validity).map_err(arrow_err)
+    Chunk::new(key, rows, offsets, values, validity, value_validity).map_err(PyErr::from)
 }
 
 /// One dataset column's Arrow chunks, borrowed from the numpy views it holds.
@@ -162,7 +154,7 @@ impl ArrowColumnHandle {
             .into_iter()
             .map(|args| chunk(&key, args, &mut owners))
             .collect::<PyResult<Vec<_>>>()?;
-        let column = ArrowColumn::new(key, chunks).map_err(arrow_err)?;
+        let column = ArrowColumn::new(key, chunks)?;
         Ok(ArrowColumnHandle {
             column,
             _owners: owners,
@@ -213,7 +205,7 @@ pub fn collate_arrow<'py>(
             .iter()
             .map(|key| {
                 all.iter().find(|c| c.key() == key).copied().ok_or_else(|| {
-                    to_py_err(CollateError::MissingKey {
+                    PyErr::from(CollateError::MissingKey {
                         key: key.clone(),
                         row: 0,
                     })
@@ -222,12 +214,10 @@ pub fn collate_arrow<'py>(
             .collect::<PyResult<_>>()?,
     };
     let index_map = index_map.as_ref().map(|m| m.get().column());
-    let outputs = py
-        .detach(|| {
-            let gathered = arrow::gather_batch(&selected, index_map, &indices)?;
-            pad::collate(gathered, &plan).map_err(ArrowError::from)
-        })
-        .map_err(arrow_err)?;
+    let outputs = py.detach(|| {
+        let gathered = arrow::gather_batch(&selected, index_map, &indices)?;
+        pad::collate(gathered, &plan).map_err(ArrowError::from)
+    })?;
     // Column order, then a created attention mask: the order `collate` gives.
     let result = PyDict::new(py);
     for output in outputs {

@@ -7,7 +7,9 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::{gather, to_py_err, BatchKeys};
+use super::gather::gather;
+use super::rows::BatchKeys;
+use crate::core::error::CollateError;
 use crate::core::flatten::{flatten as pack, FlattenOptions};
 
 fn one_row<'py, T: numpy::Element>(py: Python<'py>, values: Vec<T>) -> PyResult<Bound<'py, PyAny>> {
@@ -45,9 +47,9 @@ pub fn flatten_batch<'py>(
     let only_keys = BatchKeys::named(py, keys.clone());
     let (_, gathered) = gather(features, &key_refs, Some(only_keys), false)?;
     let mut columns = gathered.into_iter().map(|g| g.column);
-    let input_ids = columns.next().ok_or_else(|| {
-        PyValueError::new_err("cannot collate an empty batch: no rows were given")
-    })?;
+    let input_ids = columns
+        .next()
+        .ok_or_else(|| PyErr::from(CollateError::EmptyBatch))?;
     let label_column = columns.next();
     let options = FlattenOptions {
         separator_id,
@@ -56,9 +58,7 @@ pub fn flatten_batch<'py>(
         seq_idx,
         cu_seq_lens,
     };
-    let packed = py
-        .detach(|| pack(input_ids, label_column, &options))
-        .map_err(to_py_err)?;
+    let packed = py.detach(|| pack(input_ids, label_column, &options))?;
 
     let result = PyDict::new(py);
     result.set_item("input_ids", one_row(py, packed.input_ids)?)?;

@@ -4,17 +4,9 @@
 use std::borrow::Cow;
 
 use numpy::{PyArray1, PyReadonlyArray1};
-use pyo3::exceptions::{PyOverflowError, PyValueError};
 use pyo3::prelude::*;
 
-use crate::core::grouping::{self, GroupingError};
-
-fn to_py_err(err: GroupingError) -> PyErr {
-    match err {
-        GroupingError::Overflow => PyOverflowError::new_err(err.to_string()),
-        _ => PyValueError::new_err(err.to_string()),
-    }
-}
+use crate::core::grouping;
 
 /// `lengths` and `permutation` are int64 arrays of the same size; returns the grouped indices
 /// as an int64 array (transformers' `get_length_grouped_indices` after its `torch.randperm`).
@@ -36,8 +28,8 @@ pub fn group_by_length<'py>(
         Ok(slice) => Cow::Borrowed(slice),
         Err(_) => Cow::Owned(permutation.as_array().to_vec()),
     };
-    let indices = py
-        .detach(|| grouping::group_by_length(&lengths, &permutation, batch_size, mega_batch_mult))
-        .map_err(to_py_err)?;
+    let indices = py.detach(|| {
+        grouping::group_by_length(&lengths, &permutation, batch_size, mega_batch_mult)
+    })?;
     Ok(PyArray1::from_vec(py, indices))
 }

@@ -15,6 +15,7 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::core::pad::{self, Data, Layout, Output, PadGroup, Plan, Strategy};
 
+use super::ints;
 use super::read::{self, IntElement, IntValuesVisitor};
 use super::tensors::{self, ConcatenatedRows};
 
@@ -99,10 +100,10 @@ fn lengths_of(rows: &KeyRows<'_>) -> Option<Vec<usize>> {
 /// Writes one row's value into its place.
 fn write_value(value: &Bound<'_, PyAny>, place: &mut [i64]) -> bool {
     if value.is_exact_instance_of::<PyList>() {
-        return read::write_exact_ints(value, true, place);
+        return ints::write_exact_ints(value, true, place);
     }
     if value.is_exact_instance_of::<PyTuple>() {
-        return read::write_exact_ints(value, false, place);
+        return ints::write_exact_ints(value, false, place);
     }
     let Ok(array) = value.cast::<PyUntypedArray>() else {
         return false;

@@ -9,8 +9,8 @@ use numpy::{
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use super::to_py_err;
-use crate::core::masking::{self, MaskOptions, Special, Xoshiro256PlusPlus};
+use crate::core::masking::{self, MaskOptions, Special};
+use crate::core::rng::Xoshiro256PlusPlus;
 
 fn contiguous<'a, T>(slice: Result<&'a [T], numpy::AsSliceError>, key: &str) -> PyResult<&'a [T]> {
     slice.map_err(|_| PyValueError::new_err(format!("'{key}' must be a C-contiguous array")))
@@ -83,12 +83,10 @@ pub fn mask_tokens<'py>(
         mask_token_id,
         vocab_size,
     };
-    let labels = py
-        .detach(|| {
-            let mut rng = Xoshiro256PlusPlus::for_batch(seed, worker, batch);
-            masking::mask_tokens(values, columns, &special, offsets, &options, &mut rng)
-        })
-        .map_err(to_py_err)?;
+    let labels = py.detach(|| {
+        let mut rng = Xoshiro256PlusPlus::for_batch(seed, worker, batch);
+        masking::mask_tokens(values, columns, &special, offsets, &options, &mut rng)
+    })?;
     // The labels Vec moves into numpy: no copy.
     Ok(Array2::from_shape_vec((rows, columns), labels)
         .map_err(|e| PyValueError::new_err(e.to_string()))?

@@ -4,12 +4,11 @@
 use std::borrow::Cow;
 
 use numpy::{PyArray1, PyReadonlyArray1};
-use pyo3::exceptions::{PyOverflowError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::core::batches::Batches;
 use crate::core::packing::{self, Packing};
-use crate::core::rebalance::{Rebalance, RebalanceError};
+use crate::core::rebalance::Rebalance;
 
 type BatchArrays<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>);
 
@@ -51,12 +50,7 @@ pub fn rebalance_epoch<'py>(
         drop_last,
     };
     let (lengths, order) = (borrowed(&lengths), borrowed(&order));
-    let batches = py
-        .detach(|| plan.epoch(&lengths, &order, rank))
-        .map_err(|err| match err {
-            RebalanceError::Overflow => PyOverflowError::new_err(err.to_string()),
-            _ => PyValueError::new_err(err.to_string()),
-        })?;
+    let batches = py.detach(|| plan.epoch(&lengths, &order, rank))?;
     Ok(to_arrays(py, batches))
 }
 
@@ -86,11 +80,9 @@ pub fn pack_epoch<'py>(
         truncate,
     };
     let lengths = borrowed(&lengths);
-    let batches = py
-        .detach(|| {
-            let all = plan.epoch(&lengths)?;
-            packing::shard(&all, num_replicas, rank, drop_last)
-        })
-        .map_err(|err| PyValueError::new_err(err.to_string()))?;
+    let batches = py.detach(|| {
+        let all = plan.epoch(&lengths)?;
+        packing::shard(&all, num_replicas, rank, drop_last)
+    })?;
     Ok(to_arrays(py, batches))
 }

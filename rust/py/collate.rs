@@ -1,0 +1,183 @@
+//! The `collate` binding: pads the groups it can straight from the rows (`in_place`), gathers
+//! the rest into columns for the core, and hands every output to numpy.
+
+use std::collections::HashMap;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+
+use crate::core::error::CollateError;
+use crate::core::pad::{self, Output, PadGroup, Plan};
+
+use super::gather::gather;
+use super::in_place;
+use super::pad::{build_plan, output_to_py, GroupArgs};
+use super::rows::BatchKeys;
+
+/// What `pad_groups_in_place` did: the keys being collated, the outputs of the groups it
+/// padded, and the groups left for the core.
+struct InPlace<'py> {
+    keys: BatchKeys<'py>,
+    outputs: Vec<Output>,
+    rest_groups: Vec<PadGroup>,
+}
+
+/// Pads the groups it can straight from the rows (see `in_place`), for a list or tuple of
+/// exact dicts. `None`: nothing was padded in place (other rows, or no group qualified), and
+/// the whole batch goes the general way.
+fn pad_groups_in_place<'py>(
+    features: &Bound<'py, PyAny>,
+    plan: &Plan,
+    padded_keys: &[&str],
+    only_keys: &Option<BatchKeys<'py>>,
+) -> PyResult<Option<InPlace<'py>>> {
+    let items: Vec<Bound<'py, PyAny>> = if let Ok(list) = features.cast_exact::<PyList>() {
+        list.iter().collect()
+    } else if let Ok(tuple) = features.cast_exact::<PyTuple>() {
+        tuple.iter().collect()
+    } else {
+        return Ok(None);
+    };
+    let Some(rows) = items
+        .into_iter()
+        .map(|row| row.cast_into_exact::<PyDict>().ok())
+        .collect::<Option<Vec<_>>>()
+    else {
+        return Ok(None);
+    };
+    let Some(first) = rows.first() else {
+        return Ok(None);
+    };
+    // A key in two groups is left to the core, which decides between them.
+    if padded_keys
+        .iter()
+        .enumerate()
+        .any(|(i, key)| padded_keys[..i].contains(key))
+    {
+        return Ok(None);
+    }
+    let keys = match only_keys {
+        Some(keys) => keys.clone(),
+        None => match BatchKeys::of_row(first.as_any()) {
+            Ok(keys) => keys,
+            Err(_) => return Ok(None), // the general path raises it
+        },
+    };
+    let mut outputs = Vec::new();
+    let mut rest_groups = Vec::new();
+    for group in &plan.groups {
+        match in_place::pad_group(&rows, &keys.names, &keys.objects, group, plan) {
+            Some(group_outputs) => outputs.extend(group_outputs),
+            None => rest_groups.push(group.clone()),
+        }
+    }
+    if outputs.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(InPlace {
+        keys,
+        outputs,
+        rest_groups,
+    }))
+}
+
+/// Collates a batch: gathers every key of the first row (attached), pads the groups and stacks
+/// the rest (detached), and returns an ordered dict of numpy arrays. Keys whose values are not
+/// numbers come back as lists of the original objects, for the caller to handle; with
+/// `keep_arrays`, so do keys outside the pad groups holding a numpy or torch value (which
+/// tokenizer.pad leaves to BatchEncoding when the main input is Python lists).
+#[pyfunction]
+#[pyo3(signature = (
+    features, groups, *, float32, allow_ragged=false, dtypes=None, keys=None, keep_arrays=false
+))]
+#[allow(clippy::too_many_arguments)]
+pub fn collate<'py>(
+    py: Python<'py>,
+    features: &Bound<'py, PyAny>,
+    groups: Vec<GroupArgs>,
+    float32: bool,
+    allow_ragged: bool,
+    dtypes: Option<HashMap<String, String>>,
+    keys: Option<Vec<String>>,
+    keep_arrays: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let plan = build_plan(groups, float32, allow_ragged, dtypes)?;
+    let keys = keys.map(|names| BatchKeys::named(py, names));
+    let mut padded_keys: Vec<&str> = Vec::new();
+    for group in &plan.groups {
+        padded_keys.push(&group.lead);
+        padded_keys.extend(group.followers.iter().map(|f| f.key.as_str()));
+        padded_keys.extend(group.attention_mask.as_deref());
+    }
+    // Groups padded straight from the rows (the usual batch); the rest is gathered into
+    // columns and padded by the core.
+    let (keys, in_place, rest_plan, gathered) =
+        match pad_groups_in_place(features, &plan, &padded_keys, &keys)? {
+            None => {
+                let (keys, gathered) = gather(features, &padded_keys, keys, keep_arrays)?;
+                (keys, Vec::new(), None, gathered)
+            }
+            Some(InPlace {
+                keys,
+                outputs,
+                rest_groups,
+            }) => {
+                let rest = keys.filtered(|key| !outputs.iter().any(|o| o.key == key));
+                let gathered = if rest.names.is_empty() {
+                    Vec::new()
+                } else {
+                    gather(features, &padded_keys, Some(rest), keep_arrays)?.1
+                };
+                let rest_plan = Plan {
+                    groups: rest_groups,
+                    ..plan.clone()
+                };
+                (keys, outputs, Some(rest_plan), gathered)
+            }
+        };
+    let mut numeric = Vec::new();
+    let mut raw = HashMap::new();
+    let gathered_keys = keys
+        .names
+        .iter()
+        .filter(|key| !in_place.iter().any(|o| &o.key == *key));
+    for (key, g) in gathered_keys.zip(gathered) {
+        if g.is_raw {
+            raw.insert(key.clone(), g.raw);
+        } else {
+            numeric.push(g.column);
+        }
+    }
+    if numeric.is_empty() && in_place.is_empty() && raw.values().next().is_none_or(|r| r.is_empty())
+    {
+        return Err(CollateError::EmptyBatch.into());
+    }
+    let outputs = if numeric.is_empty() {
+        Vec::new()
+    } else {
+        let core_plan = rest_plan.as_ref().unwrap_or(&plan);
+        py.detach(|| pad::collate(numeric, core_plan))?
+    };
+    let mut outputs: HashMap<String, Output> = outputs
+        .into_iter()
+        .chain(in_place)
+        .map(|o| (o.key.clone(), o))
+        .collect();
+    let result = PyDict::new(py);
+    let created: Vec<String> = plan
+        .groups
+        .iter()
+        .filter_map(|g| g.attention_mask.clone())
+        .filter(|k| !keys.names.contains(k))
+        .collect();
+    let created = BatchKeys::named(py, created);
+    let all_keys = keys.names.iter().zip(&keys.objects);
+    for (name, object) in all_keys.chain(created.names.iter().zip(&created.objects)) {
+        if let Some(values) = raw.remove(name) {
+            result.set_item(object, PyList::new(py, values)?)?;
+        } else if let Some(output) = outputs.remove(name) {
+            result.set_item(object, output_to_py(py, output)?)?;
+        }
+    }
+    Ok(result)
+}

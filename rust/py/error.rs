@@ -1,0 +1,55 @@
+//! Every core error as the Python exception it raises, in one place: the core's messages name
+//! the key and row (or index), and pass through unchanged.
+
+use pyo3::exceptions::{PyIndexError, PyMemoryError, PyOverflowError, PyTypeError, PyValueError};
+use pyo3::PyErr;
+
+use crate::core::arrow::ArrowError;
+use crate::core::error::{CollateError, ErrorClass};
+use crate::core::grouping::GroupingError;
+use crate::core::packing::PackingError;
+use crate::core::rebalance::RebalanceError;
+
+impl From<CollateError> for PyErr {
+    fn from(err: CollateError) -> Self {
+        match err.class() {
+            ErrorClass::Type => PyTypeError::new_err(err.to_string()),
+            ErrorClass::Value => PyValueError::new_err(err.to_string()),
+            ErrorClass::Memory => PyMemoryError::new_err(err.to_string()),
+        }
+    }
+}
+
+impl From<ArrowError> for PyErr {
+    fn from(err: ArrowError) -> Self {
+        match err {
+            ArrowError::Collate(err) => err.into(),
+            ArrowError::OutOfRange { .. } => PyIndexError::new_err(err.to_string()),
+            _ => PyValueError::new_err(err.to_string()),
+        }
+    }
+}
+
+impl From<GroupingError> for PyErr {
+    fn from(err: GroupingError) -> Self {
+        match err {
+            GroupingError::Overflow => PyOverflowError::new_err(err.to_string()),
+            _ => PyValueError::new_err(err.to_string()),
+        }
+    }
+}
+
+impl From<RebalanceError> for PyErr {
+    fn from(err: RebalanceError) -> Self {
+        match err {
+            RebalanceError::Overflow => PyOverflowError::new_err(err.to_string()),
+            _ => PyValueError::new_err(err.to_string()),
+        }
+    }
+}
+
+impl From<PackingError> for PyErr {
+    fn from(err: PackingError) -> Self {
+        PyValueError::new_err(err.to_string())
+    }
+}

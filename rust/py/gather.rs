@@ -1,0 +1,229 @@
+//! Walking a batch once, attached to the interpreter: every key's values read into a core
+//! column, or kept as the Python objects when they are not numbers.
+
+use pyo3::exceptions::{PyMemoryError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+
+use crate::core::column::Column;
+use crate::core::error::CollateError;
+
+use super::read::{self, ReadError, Site};
+use super::rows::{key_string, row_value, BatchKeys};
+use super::tensors;
+
+/// One key's values across the batch: numbers in `column`, unless some value was not numeric,
+/// in which case the raw Python objects are handed back as a list (`raw` is kept only for keys
+/// that may end up raw: padded keys are numbers or an error).
+pub struct Gathered<'py> {
+    pub column: Column,
+    pub raw: Vec<Bound<'py, PyAny>>,
+    pub is_raw: bool,
+    pub padded: bool,
+    /// Handed back raw as soon as a value is a numpy or torch value (see `collate`).
+    pub keep_arrays: bool,
+}
+
+/// An exception raised while reading a value (a tensor numpy cannot take, a failing
+/// `tolist()`, ...) as a TypeError naming the key and row; TypeErrors, ValueErrors and
+/// anything that is not an `Exception` (KeyboardInterrupt) or a MemoryError pass unchanged.
+fn unreadable(err: PyErr, py: Python<'_>, key: &str, row: usize) -> PyErr {
+    use pyo3::exceptions::PyException;
+    let passes = err.is_instance_of::<PyTypeError>(py)
+        || err.is_instance_of::<PyValueError>(py)
+        || err.is_instance_of::<PyMemoryError>(py)
+        || !err.is_instance_of::<PyException>(py);
+    if passes {
+        return err;
+    }
+    let wrapped = PyTypeError::new_err(format!(
+        "'{key}' in row {row} could not be read as numbers: {err}"
+    ));
+    wrapped.set_cause(py, Some(err));
+    wrapped
+}
+
+fn add_value<'py>(
+    gathered: &mut Gathered<'py>,
+    value: Bound<'py, PyAny>,
+    key: &str,
+    row: usize,
+) -> PyResult<()> {
+    if gathered.keep_arrays && !gathered.is_raw && read::is_array_value(&value) {
+        gathered.is_raw = true;
+    }
+    if !gathered.is_raw {
+        match read::read_value(&mut gathered.column, &value, &Site { key, row }) {
+            Ok(()) => {}
+            Err(ReadError::NotNumeric(err)) if gathered.padded => return Err(err.into()),
+            Err(ReadError::NotNumeric(_)) => gathered.is_raw = true,
+            Err(ReadError::Fatal(err)) => return Err(err.into()),
+            Err(ReadError::Python(err)) => return Err(unreadable(err, value.py(), key, row)),
+        }
+    }
+    if !gathered.padded {
+        gathered.raw.push(value);
+    }
+    Ok(())
+}
+
+/// Most values a column reserves room for up front (8 MiB of int64); past that it grows.
+const MAX_RESERVED_VALUES: usize = 1 << 20;
+
+/// Reserves room for a batch of rows about as long as the first: growing a column from empty
+/// copied it a dozen times per batch.
+fn reserve_like_first_row(column: &mut Column, first_value: &Bound<'_, PyAny>, rows: usize) {
+    let length = if let Ok(list) = first_value.cast::<PyList>() {
+        list.len()
+    } else if let Ok(tuple) = first_value.cast::<PyTuple>() {
+        tuple.len()
+    } else if let Ok(array) = first_value.cast::<numpy::PyUntypedArray>() {
+        numpy::PyUntypedArrayMethods::len(array)
+    } else {
+        return;
+    };
+    let values = length.saturating_mul(rows).min(MAX_RESERVED_VALUES);
+    if column.rows() == 0 {
+        column.ints.reserve(values);
+    }
+}
+
+/// Reads a whole key at once when its values are torch tensors: 1-d ones through one
+/// `torch.cat` (`read::read_tensor_rows`), 0-d ones (labels) one `tolist()` each
+/// (`read::read_tensor_scalars`). `false`: nothing was read; read the values one by one.
+fn add_tensor_values(gathered: &mut Gathered<'_>, values: &[Bound<'_, PyAny>]) -> PyResult<bool> {
+    if !values.first().is_some_and(tensors::is_torch_tensor) {
+        return Ok(false);
+    }
+    Ok(read::read_tensor_rows(&mut gathered.column, values)?
+        || read::read_tensor_scalars(&mut gathered.column, values)?)
+}
+
+/// Walks the batch once: a list/tuple of mappings (rows), or a mapping of key -> rows.
+pub fn gather<'py>(
+    features: &Bound<'py, PyAny>,
+    padded_keys: &[&str],
+    only_keys: Option<BatchKeys<'py>>,
+    keep_arrays: bool,
+) -> PyResult<(BatchKeys<'py>, Vec<Gathered<'py>>)> {
+    let new_gathered = |key: &str, rows: usize| {
+        let padded = padded_keys.contains(&key);
+        Gathered {
+            column: Column::with_capacity(key, rows, 0),
+            raw: Vec::with_capacity(if padded { 0 } else { rows }),
+            is_raw: false,
+            padded,
+            keep_arrays: keep_arrays && !padded,
+        }
+    };
+    let rows: Vec<Bound<'py, PyAny>> = if let Ok(list) = features.cast::<PyList>() {
+        list.iter().collect()
+    } else if let Ok(tuple) = features.cast::<PyTuple>() {
+        tuple.iter().collect()
+    } else {
+        // Columnar input: a mapping of key -> sequence of rows (already a dict of lists).
+        let mapping = features;
+        let mut keys = BatchKeys {
+            names: Vec::new(),
+            objects: Vec::new(),
+        };
+        let mut columns = Vec::new();
+        let mut batch_size = None;
+        for key in mapping.call_method0("keys")?.try_iter()? {
+            let key = key?;
+            let name = key_string(&key)?;
+            let values: Vec<Bound<'py, PyAny>> = mapping
+                .get_item(&key)?
+                .try_iter()?
+                .collect::<PyResult<_>>()?;
+            match batch_size {
+                None => batch_size = Some(values.len()),
+                Some(n) if n != values.len() => {
+                    return Err(PyValueError::new_err(format!(
+                        "'{name}' holds {} rows but the keys before it hold {n}; every key of a \
+                         batch needs one value per row",
+                        values.len()
+                    )))
+                }
+                Some(_) => {}
+            }
+            let mut gathered = new_gathered(&name, values.len());
+            if let Some(first) = values.first() {
+                reserve_like_first_row(&mut gathered.column, first, values.len());
+            }
+            if !add_tensor_values(&mut gathered, &values)? {
+                for (row, value) in values.into_iter().enumerate() {
+                    add_value(&mut gathered, value, &name, row)?;
+                }
+            }
+            keys.names.push(name);
+            keys.objects.push(key.cast_into::<PyString>()?);
+            columns.push(gathered);
+        }
+        return Ok((keys, columns));
+    };
+    let Some(first) = rows.first() else {
+        return Err(CollateError::EmptyBatch.into());
+    };
+    if !first.hasattr("keys")? {
+        return Err(CollateError::NotAMapping {
+            row: 0,
+            type_name: first.get_type().name()?.to_string(),
+        }
+        .into());
+    }
+    let keys = match only_keys {
+        Some(keys) => keys,
+        None => BatchKeys::of_row(first)?,
+    };
+    let py_keys = &keys.objects;
+    let mut columns: Vec<Gathered<'py>> = keys
+        .names
+        .iter()
+        .map(|k| new_gathered(k, rows.len()))
+        .collect();
+    // Keys whose values are torch tensors in every row (all dicts) are read first, one call into
+    // torch each. Such a key has no error to report, so errors still come in row order.
+    let mut read_already = vec![false; keys.names.len()];
+    for ((key, gathered), done) in py_keys.iter().zip(&mut columns).zip(&mut read_already) {
+        let first_is_tensor = first
+            .cast_exact::<PyDict>()
+            .ok()
+            .and_then(|dict| dict.get_item(key).ok().flatten())
+            .is_some_and(|value| tensors::is_torch_tensor(&value));
+        if first_is_tensor && !gathered.keep_arrays {
+            let values: Option<Vec<Bound<'py, PyAny>>> = rows
+                .iter()
+                .map(|row| {
+                    row.cast_exact::<PyDict>()
+                        .ok()?
+                        .get_item(key)
+                        .ok()
+                        .flatten()
+                })
+                .collect();
+            if let Some(values) = values {
+                *done = add_tensor_values(gathered, &values)?;
+            }
+        }
+    }
+    for (index, row) in rows.iter().enumerate() {
+        for (((name, key), gathered), &done) in keys
+            .names
+            .iter()
+            .zip(py_keys)
+            .zip(columns.iter_mut())
+            .zip(&read_already)
+        {
+            if done {
+                continue;
+            }
+            let value = row_value(row, key, name, index)?;
+            if index == 0 {
+                reserve_like_first_row(&mut gathered.column, &value, rows.len());
+            }
+            add_value(gathered, value, name, index)?;
+        }
+    }
+    Ok((keys, columns))
+}
