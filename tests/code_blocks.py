@@ -57,4 +57,6 @@ def run_blocks(path: Path, blocks: list[tuple[int, str, str | None]]) -> None:
     namespace = {"__name__": "__docs__"}
     for line, code, reason in blocks:
         if reason is None:
-            exec(compile(code, f"{path.relative_to(ROOT)}, block at line {line}", "exec"), namespace)
+            exec(
+                compile(code, f"{path.relative_to(ROOT)}, block at line {line}", "exec"), namespace
+            )

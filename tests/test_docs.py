@@ -39,6 +39,7 @@ def test_every_public_name_is_in_the_api_reference():
     missing = [
         name
         for name in fastcollate.__all__
-        if name not in ("__version__", "build_profile") and f"::: fastcollate.{name}\n" not in reference
+        if name not in ("__version__", "build_profile")
+        and f"::: fastcollate.{name}\n" not in reference
     ]
     assert not missing

@@ -17,9 +17,7 @@ def test_the_readme_is_short():
     assert len(README.read_text(encoding="utf-8").splitlines()) <= 200
 
 
-@pytest.mark.parametrize(
-    "block", python_blocks(README), ids=lambda block: f"line{block[0]}"
-)
+@pytest.mark.parametrize("block", python_blocks(README), ids=lambda block: f"line{block[0]}")
 def test_python_block_runs_as_printed(block, model_path, tmp_path, monkeypatch):
     redirect_hub_names(monkeypatch, model_path)
     monkeypatch.chdir(tmp_path)  # examples may write (a Trainer's output folder)
