@@ -1,5 +1,5 @@
 """Regression tests for the trust defects (no crash, no panic, no silent value change) and for
-each deliberate difference from transformers that the README lists."""
+each deliberate difference from transformers that docs/differences.md lists."""
 
 from __future__ import annotations
 
