@@ -463,7 +463,7 @@ def _is_empty(value: Any) -> bool:
 
 def known_difference(entry: str, batch: Any, options: dict) -> str | None:
     """Why fastcollate's output may rightly differ from transformers' for this input (each a
-    difference the README lists), or None: outputs must then be identical."""
+    difference docs/differences.md lists), or None: outputs must then be identical."""
     rows = _rows_of(batch)
     single = type(batch) is LazyRow  # transformers reads a single example's values twice
     lazy_rows = any(type(row) is LazyRow for row in rows)

@@ -1,14 +1,26 @@
 """Type stub for the Rust extension module (rust/py)."""
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeAlias, final
 
 import numpy as np
 
+__all__ = [
+    "ArrowColumn",
+    "__version__",
+    "build_profile",
+    "collate",
+    "collate_arrow",
+    "flatten_batch",
+    "group_by_length",
+    "mask_tokens",
+    "pack_epoch",
+    "rebalance_epoch",
+]
 __version__: str
 build_profile: str  # "release" or "debug"
 
-PadGroup = tuple[
+_PadGroup: TypeAlias = tuple[
     str,  # lead key: its lengths set the target
     int,  # lead pad value
     str,  # "longest" | "max_length" | "do_not_pad"
@@ -21,12 +33,14 @@ PadGroup = tuple[
 
 def collate(
     features: Sequence[Mapping[str, Any]] | Mapping[str, Sequence[Any]],
-    groups: Sequence[PadGroup],
+    groups: Sequence[_PadGroup],
     *,
     float32: bool,
     allow_ragged: bool = False,
     dtypes: Mapping[str, str] | None = None,
     keys: Sequence[str] | None = None,
+    # Also leave keys outside the pad groups that hold a numpy or torch value as lists.
+    keep_arrays: bool = False,
 ) -> dict[str, np.ndarray | list[Any]]: ...
 
 def group_by_length(
@@ -67,7 +81,7 @@ def flatten_batch(
 # row, values type ("int8".."uint64", "float16" as uint16 bits, "float32", "float64", "bool" as a
 # uint8 bitmap), values, number of values, bit offset of boolean values, (validity bitmap, bit
 # offset) or None, the same for the values). Arrays must be read-only views of Arrow buffers.
-ArrowChunk = tuple[
+_ArrowChunk: TypeAlias = tuple[
     int,
     np.ndarray | None,
     str,
@@ -78,8 +92,9 @@ ArrowChunk = tuple[
     tuple[np.ndarray, int] | None,
 ]
 
+@final
 class ArrowColumn:
-    def __init__(self, key: str, chunks: Sequence[ArrowChunk]) -> None: ...
+    def __new__(cls, key: str, chunks: Sequence[_ArrowChunk]) -> ArrowColumn: ...
     @property
     def key(self) -> str: ...
     @property
@@ -89,7 +104,7 @@ def collate_arrow(
     columns: Sequence[ArrowColumn],
     index_map: ArrowColumn | None,  # datasets' indices mapping (one integer per row)
     indices: Sequence[int],  # dataset positions; negative ones count from the end
-    groups: Sequence[PadGroup],
+    groups: Sequence[_PadGroup],
     *,
     float32: bool,
     allow_ragged: bool = False,

@@ -85,7 +85,8 @@ def pad(
     verbose: bool = True,
 ):
     """Pads a batch (list of mappings, or mapping of lists) or one example, like
-    `tokenizer.pad(...)`, with the same result. See the README for what differs.
+    `tokenizer.pad(...)`, with the same result. The docs page "What differs from
+    transformers" lists the differences.
 
     `encoded_inputs` rows may hold lists/tuples of ints, numpy arrays, CPU torch tensors or
     scalars; an `ArrowBatch` is padded straight from Arrow storage. `padding`, `max_length`,
