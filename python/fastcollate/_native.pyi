@@ -1,6 +1,6 @@
 """Type stub for the Rust extension module (rust/py)."""
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias, final
 
 import numpy as np
@@ -41,7 +41,9 @@ def collate(
     keys: Sequence[str] | None = None,
     # Also leave keys outside the pad groups that hold a numpy or torch value as lists.
     keep_arrays: bool = False,
-) -> dict[str, np.ndarray | list[Any]]: ...
+    # Applied to every numeric output array (e.g. torch.from_numpy); lists are left as they are.
+    to_tensor: Callable[[np.ndarray], Any] | None = None,
+) -> dict[str, Any]: ...
 
 def group_by_length(
     lengths: np.ndarray,  # int64, one per row

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::core::error::CollateError;
-use crate::core::pad::{self, Output, PadGroup, Plan};
+use crate::core::pad::{self, Layout, Output, PadGroup, Plan};
 
 use super::gather::gather;
 use super::in_place;
@@ -85,10 +85,13 @@ fn pad_groups_in_place<'py>(
 /// the rest (detached), and returns an ordered dict of numpy arrays. Keys whose values are not
 /// numbers come back as lists of the original objects, for the caller to handle; with
 /// `keep_arrays`, so do keys outside the pad groups holding a numpy or torch value (which
-/// tokenizer.pad leaves to BatchEncoding when the main input is Python lists).
+/// tokenizer.pad leaves to BatchEncoding when the main input is Python lists). With
+/// `to_tensor` (e.g. `torch.from_numpy`), every numeric output array is passed through it
+/// before it goes into the dict: the caller's conversion loop, done here.
 #[pyfunction]
 #[pyo3(signature = (
-    features, groups, *, float32, allow_ragged=false, dtypes=None, keys=None, keep_arrays=false
+    features, groups, *, float32, allow_ragged=false, dtypes=None, keys=None, keep_arrays=false,
+    to_tensor=None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn collate<'py>(
@@ -100,6 +103,7 @@ pub fn collate<'py>(
     dtypes: Option<HashMap<String, String>>,
     keys: Option<Vec<String>>,
     keep_arrays: bool,
+    to_tensor: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let plan = build_plan(groups, float32, allow_ragged, dtypes)?;
     let keys = keys.map(|names| BatchKeys::named(py, names));
@@ -176,7 +180,12 @@ pub fn collate<'py>(
         if let Some(values) = raw.remove(name) {
             result.set_item(object, PyList::new(py, values)?)?;
         } else if let Some(output) = outputs.remove(name) {
-            result.set_item(object, output_to_py(py, output)?)?;
+            let ragged = matches!(output.layout, Layout::Ragged { .. });
+            let value = output_to_py(py, output)?;
+            match &to_tensor {
+                Some(convert) if !ragged => result.set_item(object, convert.call1((value,))?)?,
+                _ => result.set_item(object, value)?,
+            }
         }
     }
     Ok(result)

@@ -110,6 +110,8 @@ def convert(
         for key, value in batch.items():
             if isinstance(value, np.ndarray):
                 out[key] = from_numpy(value)
+            elif type(value) is not list:
+                out[key] = value  # a tensor already (the native module's `to_tensor`)
             elif key in stacked_as_batch_encoding:
                 out[key] = as_batch_encoding_tensor(key, value, "pt")
             else:
@@ -131,20 +133,32 @@ def convert(
 _BATCH_ENCODING: list = []
 
 
-def batch_encoding(data: dict):
-    """A transformers.BatchEncoding (so `.to(device)` works) when transformers is installed,
-    else the plain dict."""
+def _batch_encoding_class() -> tuple[Any, dict] | None:
+    """transformers' BatchEncoding and the attributes an empty one holds besides `data`, or
+    None without transformers."""
     if not _BATCH_ENCODING:
         try:
             from transformers import BatchEncoding
         except ImportError:
-            BatchEncoding = None  # noqa: N806
-        _BATCH_ENCODING.append(BatchEncoding)
-    cls = _BATCH_ENCODING[0]
-    if cls is None:
+            _BATCH_ENCODING.append(None)
+        else:
+            attributes = dict(vars(BatchEncoding()))
+            attributes.pop("data", None)
+            _BATCH_ENCODING.append((BatchEncoding, attributes))
+    return _BATCH_ENCODING[0]
+
+
+def batch_encoding(data: dict):
+    """A transformers.BatchEncoding (so `.to(device)` works) when transformers is installed,
+    else the plain dict."""
+    found = _batch_encoding_class()
+    if found is None:
         return data
-    # An empty BatchEncoding takes `data` as its store (UserDict's documented `.data`): filling
-    # it key by key through UserDict's Python-level __setitem__ cost ~1 us a batch.
-    encoding = cls()
+    cls, attributes = found
+    # What `BatchEncoding()` then `.data = data` gives (an empty one's attributes, `data` as
+    # its store), without running its __init__: that, and filling it key by key through
+    # UserDict's Python-level __setitem__, cost ~1 us a batch.
+    encoding = cls.__new__(cls)
+    encoding.__dict__.update(attributes)
     encoding.data = data
     return encoding

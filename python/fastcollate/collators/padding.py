@@ -12,7 +12,13 @@ import numpy as np
 
 from .._internal.rows import first_row, missing_main_input
 from .._internal.stacked_masks import put_back, set_aside_masks
-from .._internal.tensors import batch_encoding, check_return_tensors, convert, is_torch_tensor
+from .._internal.tensors import (
+    batch_encoding,
+    check_return_tensors,
+    convert,
+    is_torch_tensor,
+    torch_module,
+)
 from ..arrow import ArrowBatch
 from .native import collate
 from .padding_options import PadSettings, padding_group
@@ -165,6 +171,9 @@ def pad(
     # are, for BatchEncoding to stack with their dtypes: the native module hands such keys
     # back as lists of the original values.
     keep_arrays = main_kind is None and isinstance(features, (list, tuple))
+    options = {}
+    if return_tensors == "pt" and not isinstance(features, ArrowBatch):
+        options["to_tensor"] = torch_module().from_numpy  # outputs come back as tensors
     batch = collate(
         features,
         [group],
@@ -172,15 +181,21 @@ def pad(
         allow_ragged=return_tensors is None,
         keep_arrays=keep_arrays,
         keys=None if aside is None else aside.keys,
+        **options,
     )
-    if main_kind is not None:
-        _values_to_python(batch)
-    kept = ()
-    if keep_arrays:
-        kept = [
-            key for key, values in batch.items() if type(values) is list and _holds_arrays(values)
-        ]
-    out = convert(batch, return_tensors, stacked_as_batch_encoding=kept)
+    if options and list not in map(type, batch.values()):
+        out = batch  # every key a tensor already
+    else:
+        if main_kind is not None:
+            _values_to_python(batch)
+        kept = ()
+        if keep_arrays:
+            kept = [
+                key
+                for key, values in batch.items()
+                if type(values) is list and _holds_arrays(values)
+            ]
+        out = convert(batch, return_tensors, stacked_as_batch_encoding=kept)
     if aside is not None:
         put_back(out, aside, return_tensors)
     if single:

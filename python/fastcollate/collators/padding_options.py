@@ -10,6 +10,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .tokenizer_state import cached
+
 # transformers' PreTrainedTokenizerBase defaults, used when no tokenizer is given.
 DEFAULT_MODEL_INPUT_NAMES = ("input_ids", "token_type_ids", "attention_mask")
 # transformers treats a model_max_length above this as "no limit" (tokenization_utils_base).
@@ -38,6 +40,30 @@ class PadSettings(NamedTuple):
         pad_token_type_id: int = 0,
         padding_side: str | None = None,
         model_input_names: Sequence[str] | None = None,
+    ) -> PadSettings:
+        if (
+            tokenizer is not None
+            and pad_token_id is None
+            and padding_side is None
+            and model_input_names is None
+        ):
+            # The tokenizer's own settings: read again only when it changes.
+            return cached(tokenizer, cls._of_tokenizer)
+        return cls._resolve(tokenizer, pad_token_id, pad_token_type_id, padding_side,
+                            model_input_names)
+
+    @classmethod
+    def _of_tokenizer(cls, tokenizer: Any) -> PadSettings:
+        return cls._resolve(tokenizer, None, 0, None, None)
+
+    @classmethod
+    def _resolve(
+        cls,
+        tokenizer: Any,
+        pad_token_id: int | None,
+        pad_token_type_id: int,
+        padding_side: str | None,
+        model_input_names: Sequence[str] | None,
     ) -> PadSettings:
         if tokenizer is not None:
             if pad_token_id is None:
@@ -199,6 +225,7 @@ def main_group(
 
 _PLAIN_OPTION_TYPES = frozenset((bool, int, str, type(None)))
 _GROUPS: dict[tuple, tuple] = {}
+_GROUPS_OF_SETTINGS: dict[tuple, tuple] = {}
 _MAX_GROUPS = 256
 
 
@@ -213,6 +240,28 @@ def padding_group(
     remembered. A collator pads every batch with the same ones, and working the group out
     again cost about a tenth of a small batch's time. Only options of plain types are
     remembered, with their types in the key (True == 1, but `padding=1` is an error)."""
+    # Settings read from a tokenizer are one object until it changes: keyed by identity first.
+    fast_key = (id(settings), padding, type(padding), max_length, type(max_length),
+                pad_to_multiple_of, type(pad_to_multiple_of), return_attention_mask,
+                type(return_attention_mask))
+    known = _GROUPS_OF_SETTINGS.get(fast_key)
+    if known is not None and known[0] is settings:
+        return known[1]
+    group = _padding_group(settings, padding, max_length, pad_to_multiple_of,
+                           return_attention_mask)
+    if len(_GROUPS_OF_SETTINGS) >= _MAX_GROUPS:
+        _GROUPS_OF_SETTINGS.clear()
+    _GROUPS_OF_SETTINGS[fast_key] = (settings, group)
+    return group
+
+
+def _padding_group(
+    settings: PadSettings,
+    padding: Any,
+    max_length: int | None,
+    pad_to_multiple_of: int | None,
+    return_attention_mask: bool | None,
+) -> tuple:
     # Every field but model_input_names (a tuple of names), with its type.
     values = (padding, max_length, pad_to_multiple_of, return_attention_mask, *settings[:3],
               *settings[4:])

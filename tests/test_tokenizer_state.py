@@ -1,0 +1,121 @@
+"""A tokenizer's padding settings are remembered between batches (collators/tokenizer_state);
+every change to the tokenizer between two batches must show in the next batch exactly as it
+does in transformers' collator: the cache may never go stale."""
+
+from __future__ import annotations
+
+import pytest
+import transformers
+from compare import assert_same_batch
+from transformers import AutoTokenizer
+
+import fastcollate
+from fastcollate.collators import tokenizer_state
+
+# No attention mask in the rows: padding creates one when "attention_mask" is a model input.
+ROWS = [
+    {"input_ids": [101, 7592, 102], "token_type_ids": [0, 0, 0], "label": 0},
+    {"input_ids": [101, 7592, 2088, 999, 102], "token_type_ids": [0, 0, 0, 0, 0], "label": 1},
+]
+
+
+def _set(name, value):
+    return lambda tok: setattr(tok, name, value)
+
+
+# Each a sequence of changes to what padding reads from the tokenizer; after each, the next
+# batch must be transformers'.
+CHANGES = {
+    "padding side": [_set("padding_side", "left")],
+    "pad token in the vocabulary": [_set("pad_token", "[UNK]")],
+    "pad token by id": [_set("pad_token_id", 103)],
+    # Unknown at first (the unknown token's id), then a new id once added: the pad token
+    # itself does not change, only the vocabulary.
+    "pad token outside the vocabulary, then added to it": [
+        _set("pad_token", "<pad-new>"),
+        lambda tok: tok.add_tokens(["<pad-new>"]),
+    ],
+    "unknown token while the pad token is outside the vocabulary": [
+        _set("pad_token", "<pad-new>"),
+        _set("unk_token", "[SEP]"),
+    ],
+    "no pad token": [_set("pad_token", None)],
+    "pad token type id": [_set("_pad_token_type_id", 3)],
+    "model input names replaced": [_set("model_input_names", ["input_ids", "token_type_ids"])],
+    "model input names changed in place": [
+        lambda tok: tok.model_input_names.remove("attention_mask")
+    ],
+    "model max length": [_set("model_max_length", 9)],
+}
+
+
+def _both(tok, rows, **options):
+    """(fastcollate's batch, transformers' batch), or the exception type each raised."""
+    results = []
+    for cls in (fastcollate.DataCollatorWithPadding, transformers.DataCollatorWithPadding):
+        try:
+            results.append(cls(tok, **options)([dict(r) for r in rows]))
+        except (ValueError, TypeError) as err:
+            results.append(type(err))
+    return results
+
+
+@pytest.fixture
+def fresh_tokenizer(model_path):
+    return AutoTokenizer.from_pretrained(model_path)
+
+
+@pytest.mark.parametrize("padding", [True, "max_length"])
+@pytest.mark.parametrize("change", list(CHANGES), ids=list(CHANGES))
+def test_a_change_between_batches_shows_in_the_next(fresh_tokenizer, change, padding):
+    tok = fresh_tokenizer
+    assert tokenizer_state.state_key(tok) is not None, "the cache is not used for this tokenizer"
+    collator = fastcollate.DataCollatorWithPadding(tok, padding=padding)
+    expected_before = transformers.DataCollatorWithPadding(tok, padding=padding)(
+        [dict(r) for r in ROWS]
+    )
+    assert_same_batch(collator([dict(r) for r in ROWS]), expected_before)  # now remembered
+    for step in CHANGES[change]:
+        step(tok)
+        ours, theirs = _both(tok, ROWS, padding=padding)
+        if isinstance(theirs, type):
+            assert ours is theirs
+        else:
+            assert_same_batch(ours, theirs)
+    # And through pad() called directly.
+    try:
+        theirs = tok.pad([dict(r) for r in ROWS], return_tensors="pt")
+    except ValueError:
+        with pytest.raises(ValueError):
+            fastcollate.pad([dict(r) for r in ROWS], tok, return_tensors="pt")
+        return
+    assert_same_batch(fastcollate.pad([dict(r) for r in ROWS], tok, return_tensors="pt"), theirs)
+
+
+def test_a_subclass_with_its_own_pad_token_id_is_read_every_time(model_path):
+    base = type(AutoTokenizer.from_pretrained(model_path))
+
+    class Shifting(base):
+        shift = 0
+
+        @property
+        def pad_token_id(self):
+            return 0 + self.shift
+
+    tok = Shifting.from_pretrained(model_path)
+    assert tokenizer_state.state_key(tok) is None
+    collator = fastcollate.DataCollatorWithPadding(tok, return_tensors="np")
+    first = collator([dict(r) for r in ROWS])["input_ids"][0, -1]
+    Shifting.shift = 7
+    second = collator([dict(r) for r in ROWS])["input_ids"][0, -1]
+    assert (first, second) == (0, 7)
+
+
+def test_the_cache_tells_tokenizers_apart(model_path):
+    left = AutoTokenizer.from_pretrained(model_path, padding_side="left")
+    right = AutoTokenizer.from_pretrained(model_path)
+    for _ in range(2):
+        for tok in (left, right):
+            ours = fastcollate.DataCollatorWithPadding(tok)([dict(r) for r in ROWS])
+            theirs = transformers.DataCollatorWithPadding(tok)([dict(r) for r in ROWS])
+            assert_same_batch(ours, theirs)
