@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from .. import _native
-from .lengths import as_lengths
+from .lengths import as_lengths, reject_stream
 
 DEFAULT_WINDOW_SIZE = 1024
 
@@ -72,6 +72,7 @@ class PackedBatchSampler:
         truncate: bool = False,
         window_size: int = DEFAULT_WINDOW_SIZE,
     ):
+        reject_stream(lengths, "lengths", "PackedBatchSampler")
         self.lengths = as_lengths(lengths)
         self.max_tokens = checked_count(max_tokens, "max_tokens", 1)
         self.num_replicas = checked_count(num_replicas, "num_replicas", 1)

@@ -13,7 +13,7 @@ import torch
 from torch.utils.data import Sampler
 
 from .. import _native
-from .lengths import as_lengths
+from .lengths import as_lengths, reject_stream
 from .packing import checked_count, split_batches
 
 
@@ -46,6 +46,7 @@ class BatchRebalanceSampler(Sampler):
         rank: int = 0,
         drop_last: bool = True,
     ):
+        reject_stream(lengths, "lengths", "BatchRebalanceSampler")
         self.dp_size = checked_count(dp_size, "dp_size", 1)
         self.grad_accum = checked_count(grad_accum, "grad_accum", 1)
         groups = self.dp_size * self.grad_accum
