@@ -15,6 +15,7 @@ from torch.utils.data import Sampler
 from .. import _native
 from .lengths import as_lengths, reject_stream
 from .packing import checked_count, split_batches
+from .sharding import copies_per_batch
 
 
 class BatchRebalanceSampler(Sampler):
@@ -30,6 +31,10 @@ class BatchRebalanceSampler(Sampler):
     `fastcollate.sequence_lengths(dataset)` gives them without decoding rows). Call
     `set_epoch` each epoch. `self.lengths` is an int64 numpy array (transformers keeps a
     list).
+
+    Under `accelerator.prepare` (`split_batches=False`) the prepared loader yields this rank's
+    micro-batches, each once; transformers' sampler loses all but every `dp_size`-th of them
+    there unless its Trainer builds the loader.
 
     Differences: bad arguments raise a ValueError up front (transformers asserts, or fails
     with an IndexError mid-epoch for a rank outside `[0, dp_size)`); negative lengths are
@@ -80,7 +85,8 @@ class BatchRebalanceSampler(Sampler):
         self.epoch = epoch
 
     def __len__(self) -> int:
-        return self.num_global_batches * self.grad_accum
+        copies = copies_per_batch("BatchRebalanceSampler", self.dp_size, self.rank)
+        return self.num_global_batches * self.grad_accum * copies
 
     def epoch_order(self) -> np.ndarray:
         """This epoch's sample order (int64): transformers' `torch.randperm`, or 0..n-1."""
@@ -108,4 +114,8 @@ class BatchRebalanceSampler(Sampler):
         return split_batches(indices, offsets)
 
     def __iter__(self) -> Iterator[list[int]]:
-        return iter(self.micro_batches())
+        copies = copies_per_batch("BatchRebalanceSampler", self.dp_size, self.rank)
+        batches = self.micro_batches()
+        if copies == 1:
+            return iter(batches)
+        return (batch for batch in batches for _ in range(copies))
