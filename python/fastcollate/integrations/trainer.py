@@ -4,6 +4,7 @@ length grouping. Everything else is transformers' own loop."""
 from __future__ import annotations
 
 import inspect
+import warnings
 from typing import Any
 
 import torch
@@ -22,6 +23,7 @@ from .trainer_sampling import (
     is_packed,
     packed_sampler,
     rebalance_sampler,
+    stream_warning,
 )
 
 
@@ -82,9 +84,28 @@ class Trainer(transformers.Trainer):
             self.data_collator = CutToTokenBudget(
                 self.data_collator, self.args.max_tokens_per_batch
             )
+        # A stream the sampling strategy cannot serve is reported now, not at train().
+        self._streams_warned: set[tuple[bool, str]] = set()
+        self._check_stream(self.train_dataset, training=True)
+        evals = self.eval_dataset
+        for dataset in evals.values() if isinstance(evals, dict) else [evals]:
+            self._check_stream(dataset, training=False)
 
     # help(), IDEs and inspect show transformers' arguments, which __init__ passes on as they are.
     __init__.__signature__ = _TRAINER_SIGNATURE  # type: ignore[attr-defined]
+
+    def _check_stream(self, dataset: Any, training: bool) -> None:
+        """Raises for a packed stream; warns once per (split, message) for a length strategy
+        that a stream does not get (transformers' Trainer only logs it, at info level)."""
+        message = stream_warning(self.args, unwrap(dataset), training)
+        if message is not None and (training, message) not in self._streams_warned:
+            self._streams_warned.add((training, message))
+            warnings.warn(message, UserWarning, stacklevel=3)
+
+    def _get_dataloader(self, dataset: Any, *args: Any, **kwargs: Any) -> Any:
+        # Every train / eval / test DataLoader goes through here, datasets set after __init__ too.
+        self._check_stream(dataset, training=bool(kwargs.get("is_training", False)))
+        return super()._get_dataloader(dataset, *args, **kwargs)
 
     def _remove_unused_columns(self, dataset: Any, description: Any = None) -> Any:
         # After transformers drops the columns the model does not take, a datasets.Dataset whose
@@ -114,6 +135,7 @@ class Trainer(transformers.Trainer):
             train_dataset = self.train_dataset
         train_dataset = unwrap(train_dataset)
         strategy = self.args.train_sampling_strategy
+        self._check_stream(train_dataset, training=True)  # packed without lengths raises here
         if train_dataset is not None and has_length(train_dataset):
             # Rank-aware batch samplers over lengths read from Arrow (see trainer_sampling).
             if strategy == "batch_rebalance":

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from transformers.trainer_utils import has_length
+
+from .._internal.datasets import stream_kind
 from .._internal.originals import original
 from ..sampling.packing import PackedBatchSampler
 from ..sampling.rebalance import BatchRebalanceSampler
@@ -71,6 +74,42 @@ def packed_sampler(args: Any, lengths: Any) -> TrainerPackedBatchSampler:
         drop_last=args.dataloader_drop_last,
         truncate=bool(getattr(args, "packing_truncation", False)),
     )
+
+
+# The strategies that need every row's length; transformers' Trainer passes a stream to its
+# DataLoader as it is (no sampler), so they are not applied to one.
+LENGTH_STRATEGIES = ("group_by_length", "batch_rebalance")
+
+
+def stream_warning(args: Any, dataset: Any, training: bool) -> str | None:
+    """What the Trainer must say about `dataset` when it is a stream: a ValueError for the
+    packed strategy on the training set (its token budget cannot be honoured), a warning's
+    text for a length strategy it cannot apply, None when nothing is lost. Reads nothing."""
+    kind = stream_kind(dataset)
+    if kind is None and dataset is not None and not has_length(dataset):
+        kind = f"a dataset without __len__ ({type(dataset).__name__})"
+    if kind is None:
+        return None
+    strategy = getattr(args, "train_sampling_strategy", None)
+    which = "training" if training else "evaluation"
+    if training and is_packed(args):
+        budget = args.max_tokens_per_batch
+        raise ValueError(
+            f"train_sampling_strategy='packed' cannot keep batches within max_tokens_per_batch="
+            f"{budget}: the {which} dataset is {kind}, and packing needs every row's length up "
+            "front and random access to the rows. Unpacked, its batches would be "
+            "per_device_train_batch_size rows of any length. Use a map-style datasets.Dataset "
+            f"(load_dataset without streaming=True), or pack the stream into rows of at most "
+            f"{budget} tokens beforehand and train with another strategy"
+        )
+    # Evaluation groups by length only for group_by_length; batch_rebalance is training only.
+    if strategy == "group_by_length" or (training and strategy == "batch_rebalance"):
+        return (
+            f"train_sampling_strategy={strategy!r} is not applied to the {which} dataset: it is "
+            f"{kind}, which has no length or random access, so its rows are batched in the "
+            "order the stream yields them. Use a map-style datasets.Dataset to sample by length"
+        )
+    return None
 
 
 # Keys of a flattened batch with one value per token.

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .._internal.datasets import is_datasets_dataset
+from .._internal.datasets import is_datasets_dataset, stream_kind
 from .._internal.tensors import is_torch_tensor, torch_module
 
 _INT64_MAX = np.iinfo(np.int64).max
@@ -45,9 +45,33 @@ def _datasets_column(value: Any) -> tuple[Any, str] | None:
     return value.source, value.column_name
 
 
+def reject_stream(value: Any, argument: str, owner: str | None = None) -> None:
+    """A ValueError (what transformers' LengthGroupedSampler raises for a datasets stream) when
+    `value` is a stream, raised before anything is read from it: every sampler needs each
+    row's length before its first batch and picks rows by index, and a stream gives neither —
+    an infinite one would never end, a remote one would be downloaded whole."""
+    kind = stream_kind(value)
+    if kind is None:
+        return
+    if argument == "dataset":
+        remedy = (
+            "use a map-style dataset (a datasets.Dataset: load_dataset without streaming=True, "
+            "or Dataset.from_generator), or pass lengths="
+        )
+    else:
+        remedy = "pass the lengths as a list, numpy array or tensor"
+    prefix = f"{owner}: " if owner else ""
+    raise ValueError(
+        f"{prefix}{argument} is {kind}, which can only be read front to back; length-aware "
+        f"sampling needs every row's length up front and random access to the rows — {remedy}"
+    )
+
+
 def as_lengths(lengths: Any, name: str = "lengths") -> np.ndarray:
     """Lengths as a 1-D int64 array (no copy for a contiguous int64 array); a TypeError names the
-    first value that is not an integer. Negative values are left for the Rust core to report."""
+    first value that is not an integer, a ValueError a stream (which is not read). Negative
+    values are left for the Rust core to report."""
+    reject_stream(lengths, name)
     column = _datasets_column(lengths)
     if column is not None:
         source, column_name = column
@@ -240,7 +264,10 @@ def sequence_lengths(
     (torch datasets, lists of dicts) take one pass over the rows, with a progress bar.
 
     Raises ValueError for a missing column, null rows or a size mismatch, and TypeError for a
-    column that holds no lists (or a length column that holds no integers)."""
+    column that holds no lists (or a length column that holds no integers). A stream (a
+    `datasets.IterableDataset`, a torch `IterableDataset`, a generator) is a ValueError at once:
+    its rows are not read."""
+    reject_stream(dataset, "dataset", "sequence_lengths")
     if is_datasets_dataset(dataset) and _arrow_readable(dataset):
         lengths = _arrow_lengths(dataset, column, length_column_name)
     elif length_column_name is not None:

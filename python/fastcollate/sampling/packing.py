@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from .. import _native
-from .lengths import as_lengths
+from .lengths import as_lengths, reject_stream
+from .sharding import copies_per_batch, inferred_world
 
 DEFAULT_WINDOW_SIZE = 1024
 
@@ -50,7 +51,10 @@ class PackedBatchSampler:
     Distributed: every index lands in exactly one batch per epoch; batch `b` goes to rank
     `b % num_replicas`, and every rank gets the same number of batches — the epoch's first
     batches are repeated to fill the last round (or the last round is dropped with
-    `drop_last=True`). Call `set_epoch` each epoch.
+    `drop_last=True`). Call `set_epoch` each epoch. `num_replicas` and `rank` default to
+    torch.distributed's world size and rank when its process group is initialized, else 1
+    and 0. A rank-aware sampler may go through `accelerator.prepare`: its loader then yields
+    this rank's batches, each once (`split_batches=False`; see the packing docs).
 
     A sequence longer than `max_tokens` is a ValueError naming its index and length, unless
     `truncate=True`: it then counts as `max_tokens` and gets a batch of its own, and the
@@ -66,14 +70,16 @@ class PackedBatchSampler:
         *,
         shuffle: bool = True,
         seed: int = 0,
-        num_replicas: int = 1,
-        rank: int = 0,
+        num_replicas: int | None = None,
+        rank: int | None = None,
         drop_last: bool = False,
         truncate: bool = False,
         window_size: int = DEFAULT_WINDOW_SIZE,
     ):
+        reject_stream(lengths, "lengths", "PackedBatchSampler")
         self.lengths = as_lengths(lengths)
         self.max_tokens = checked_count(max_tokens, "max_tokens", 1)
+        num_replicas, rank = inferred_world(num_replicas, rank)
         self.num_replicas = checked_count(num_replicas, "num_replicas", 1)
         self.rank = checked_count(rank, "rank", 0)
         if self.rank >= self.num_replicas:
@@ -114,10 +120,15 @@ class PackedBatchSampler:
     def __len__(self) -> int:
         """Batches this rank yields this epoch (packing decides it; it may change by an epoch
         or two batches from epoch to epoch)."""
-        return len(self._arrays()[1]) - 1
+        copies = copies_per_batch("PackedBatchSampler", self.num_replicas, self.rank)
+        return (len(self._arrays()[1]) - 1) * copies
 
     def __iter__(self) -> Iterator[list[int]]:
-        return iter(split_batches(*self._arrays()))
+        copies = copies_per_batch("PackedBatchSampler", self.num_replicas, self.rank)
+        batches = split_batches(*self._arrays())
+        if copies == 1:
+            return iter(batches)
+        return (batch for batch in batches for _ in range(copies))
 
     def token_efficiency(self) -> float:
         """Share of this rank's token budget (batches × max_tokens) filled by real tokens this

@@ -13,8 +13,9 @@ import torch
 from torch.utils.data import Sampler
 
 from .. import _native
-from .lengths import as_lengths
+from .lengths import as_lengths, reject_stream
 from .packing import checked_count, split_batches
+from .sharding import copies_per_batch
 
 
 class BatchRebalanceSampler(Sampler):
@@ -31,6 +32,10 @@ class BatchRebalanceSampler(Sampler):
     `set_epoch` each epoch. `self.lengths` is an int64 numpy array (transformers keeps a
     list).
 
+    Under `accelerator.prepare` (`split_batches=False`) the prepared loader yields this rank's
+    micro-batches, each once; transformers' sampler loses all but every `dp_size`-th of them
+    there unless its Trainer builds the loader.
+
     Differences: bad arguments raise a ValueError up front (transformers asserts, or fails
     with an IndexError mid-epoch for a rank outside `[0, dp_size)`); negative lengths are
     rejected."""
@@ -46,6 +51,7 @@ class BatchRebalanceSampler(Sampler):
         rank: int = 0,
         drop_last: bool = True,
     ):
+        reject_stream(lengths, "lengths", "BatchRebalanceSampler")
         self.dp_size = checked_count(dp_size, "dp_size", 1)
         self.grad_accum = checked_count(grad_accum, "grad_accum", 1)
         groups = self.dp_size * self.grad_accum
@@ -79,7 +85,8 @@ class BatchRebalanceSampler(Sampler):
         self.epoch = epoch
 
     def __len__(self) -> int:
-        return self.num_global_batches * self.grad_accum
+        copies = copies_per_batch("BatchRebalanceSampler", self.dp_size, self.rank)
+        return self.num_global_batches * self.grad_accum * copies
 
     def epoch_order(self) -> np.ndarray:
         """This epoch's sample order (int64): transformers' `torch.randperm`, or 0..n-1."""
@@ -107,4 +114,8 @@ class BatchRebalanceSampler(Sampler):
         return split_batches(indices, offsets)
 
     def __iter__(self) -> Iterator[list[int]]:
-        return iter(self.micro_batches())
+        copies = copies_per_batch("BatchRebalanceSampler", self.dp_size, self.rank)
+        batches = self.micro_batches()
+        if copies == 1:
+            return iter(batches)
+        return (batch for batch in batches for _ in range(copies))

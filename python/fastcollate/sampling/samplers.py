@@ -12,7 +12,7 @@ import torch
 from torch.utils.data import DistributedSampler, Sampler
 
 from .grouping import checked_batch_size, grouped_indices_array
-from .lengths import as_lengths, sequence_lengths
+from .lengths import as_lengths, reject_stream, sequence_lengths
 
 
 def _resolve_lengths(
@@ -20,6 +20,9 @@ def _resolve_lengths(
 ) -> np.ndarray:
     if dataset is None and lengths is None:
         raise ValueError("One of dataset and lengths must be provided.")
+    # Indices are useless to a stream even when lengths are given.
+    reject_stream(dataset, "dataset", sampler)
+    reject_stream(lengths, "lengths", sampler)
     if lengths is None:
         column = model_input_name if model_input_name is not None else "input_ids"
         return sequence_lengths(dataset, column=column)
@@ -86,6 +89,8 @@ class DistributedLengthGroupedSampler(DistributedSampler):
     ):
         if dataset is None and lengths is None:
             raise ValueError("One of dataset and lengths must be provided.")
+        reject_stream(dataset, "dataset", "DistributedLengthGroupedSampler")
+        reject_stream(lengths, "lengths", "DistributedLengthGroupedSampler")
         if num_replicas is None:
             if not torch.distributed.is_available():
                 raise RuntimeError("Requires distributed package to be available")

@@ -1,0 +1,63 @@
+"""Rank-aware batch samplers under `accelerator.prepare`: the rank and world size a sampler
+infers when not given, and how it keeps accelerate from sharding it a second time.
+
+accelerate 1.15's `prepare_data_loader` wraps every DataLoader's batch sampler in a
+`BatchSamplerShard` when there is more than one process (it has no way to opt out), and the
+shard keeps batch `i` of the wrapped sampler on process `i % num_processes`. A sampler that has
+already picked this rank's batches loses all but every `num_processes`-th of them that way
+(transformers' Trainer resets the shard to one process after `prepare`; a user's loop does not).
+So while a shard of its own rank and world size iterates it, a rank-aware sampler yields each
+of its batches `num_processes` times in a row: the shard keeps exactly one copy of each, and
+the prepared loader yields what the sampler alone would."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+
+def inferred_world(num_replicas: int | None, rank: int | None) -> tuple[Any, Any]:
+    """`num_replicas` and `rank`, each taken from torch.distributed's process group when None
+    (and it is initialized: accelerate and torchrun scripts start it), else 1 and 0."""
+    torch = sys.modules.get("torch")
+    distributed = getattr(torch, "distributed", None) if torch is not None else None
+    initialized = (
+        distributed is not None and distributed.is_available() and distributed.is_initialized()
+    )
+    if num_replicas is None:
+        num_replicas = distributed.get_world_size() if initialized else 1
+    if rank is None:
+        rank = distributed.get_rank() if initialized else 0
+    return num_replicas, rank
+
+
+def shard_of(frame: Any) -> Any:
+    """The accelerate `BatchSamplerShard` running `frame` (one of its methods), or None.
+    accelerate is never imported here: if it is not loaded, no shard exists."""
+    module = sys.modules.get("accelerate.data_loader")
+    shard_type = getattr(module, "BatchSamplerShard", None)
+    if shard_type is None or frame is None:
+        return None
+    owner = frame.f_locals.get("self")
+    return owner if isinstance(owner, shard_type) else None
+
+
+def copies_per_batch(sampler: str, num_replicas: int, rank: int) -> int:
+    """Called from a sampler's `__iter__` or `__len__`: how many times it must repeat each
+    batch for the accelerate shard that iterates it (if any) to pass every batch on exactly
+    once. A sampler built for one process is an ordinary batch sampler: accelerate's own
+    sharding then deals its batches out.
+    (`split_batches=True` never gets here: accelerate refuses a batch sampler without a fixed
+    `batch_size` when preparing the loader.)"""
+    # Frames: 0 this function, 1 the sampler's __iter__ / __len__, 2 whoever called that.
+    shard = shard_of(sys._getframe(2))
+    if shard is None or shard.num_processes == 1 or num_replicas == 1:
+        return 1
+    if shard.num_processes != num_replicas or shard.process_index != rank:
+        raise ValueError(
+            f"{sampler} was built for rank {rank} of {num_replicas}, but accelerate runs it on "
+            f"process {shard.process_index} of {shard.num_processes}: give it "
+            "rank=accelerator.process_index and the number of processes "
+            "(accelerator.num_processes)"
+        )
+    return num_replicas

@@ -1,0 +1,147 @@
+"""fastcollate.Trainer given a stream (`datasets.IterableDataset`, `to_iterable_dataset()`):
+the packed strategy, whose token budget a stream cannot honour, raises up front; the length
+strategies that transformers' Trainer skips for a stream warn, once."""
+
+from __future__ import annotations
+
+import warnings
+
+import datasets
+import pytest
+import torch
+from test_packed_training import VOCAB, counting_rows, tiny_model
+
+import fastcollate
+
+
+def arguments(tmp_path, strategy, **overrides):
+    settings = dict(
+        output_dir=str(tmp_path),
+        train_sampling_strategy=strategy,
+        per_device_train_batch_size=4,
+        per_device_eval_batch_size=4,
+        max_steps=2,
+        report_to="none",
+        use_cpu=True,
+        save_strategy="no",
+        disable_tqdm=True,
+    )
+    if strategy == "packed":
+        settings["max_tokens_per_batch"] = 64
+    settings.update(overrides)
+    return fastcollate.TrainingArguments(**settings)
+
+
+def equal_rows(n=24, width=8):
+    """Rows of one length, so that the default collator needs no tokenizer."""
+    ids = [[1 + (i + k) % (VOCAB - 1) for k in range(width)] for i in range(n)]
+    return datasets.Dataset.from_dict({"input_ids": ids, "labels": ids})
+
+
+class PlainStream(torch.utils.data.IterableDataset):
+    def __init__(self, dataset):
+        self.dataset = dataset
+
+    def __iter__(self):
+        return iter(self.dataset)
+
+
+def test_packed_stream_raises_at_init(tmp_path):
+    stream = datasets.Dataset.from_dict({"input_ids": counting_rows(40)}).to_iterable_dataset()
+    with pytest.raises(ValueError) as caught:
+        fastcollate.Trainer(model=tiny_model(), args=arguments(tmp_path, "packed"),
+                            train_dataset=stream)
+    assert str(caught.value) == (
+        "train_sampling_strategy='packed' cannot keep batches within max_tokens_per_batch=64: "
+        "the training dataset is a datasets.IterableDataset, and packing needs every row's "
+        "length up front and random access to the rows. Unpacked, its batches would be "
+        "per_device_train_batch_size rows of any length. Use a map-style datasets.Dataset "
+        "(load_dataset without streaming=True), or pack the stream into rows of at most 64 "
+        "tokens beforehand and train with another strategy"
+    )
+
+
+@pytest.mark.parametrize("make_stream", [lambda d: d.to_iterable_dataset(), PlainStream],
+                         ids=["datasets", "torch"])
+def test_packed_stream_set_later_raises_at_the_dataloader(tmp_path, make_stream):
+    dataset = datasets.Dataset.from_dict({"input_ids": counting_rows(40)})
+    trainer = fastcollate.Trainer(model=tiny_model(), args=arguments(tmp_path, "packed"),
+                                  train_dataset=dataset)
+    trainer.train_dataset = make_stream(dataset)
+    with pytest.raises(ValueError, match="cannot keep batches within max_tokens_per_batch=64"):
+        trainer.get_train_dataloader()
+    with pytest.raises(ValueError, match="max_tokens_per_batch=64"):
+        trainer.train()
+
+
+def test_packed_map_style_without_len_raises(tmp_path):
+    class NoLength(torch.utils.data.Dataset):
+        def __getitem__(self, index):
+            return {"input_ids": [1, 2, 3]}
+
+    trainer = fastcollate.Trainer(model=tiny_model(), args=arguments(tmp_path, "packed"),
+                                  train_dataset=equal_rows())
+    with pytest.raises(ValueError, match=r"a dataset without __len__ \(NoLength\)"):
+        trainer._get_train_sampler(NoLength())
+
+
+def test_packed_eval_stream_is_fine(tmp_path):
+    # Evaluation is not packed (eval batches are per_device_eval_batch_size rows), so an
+    # evaluation stream loses nothing.
+    dataset = datasets.Dataset.from_dict({"input_ids": counting_rows(16)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        trainer = fastcollate.Trainer(model=tiny_model(), args=arguments(tmp_path, "packed"),
+                                      train_dataset=dataset,
+                                      eval_dataset=dataset.to_iterable_dataset())
+        assert trainer.evaluate()["eval_loss"] > 0
+
+
+def stream_warnings(caught):
+    return [str(w.message) for w in caught if "is not applied to the" in str(w.message)]
+
+
+@pytest.mark.parametrize("strategy", ["group_by_length", "batch_rebalance"])
+def test_length_strategy_on_a_stream_warns_once(tmp_path, strategy):
+    stream = equal_rows().to_iterable_dataset()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer = fastcollate.Trainer(model=tiny_model(), args=arguments(tmp_path, strategy),
+                                      train_dataset=stream)
+        trainer.train()
+        trainer.train()
+    assert stream_warnings(caught) == [
+        f"train_sampling_strategy='{strategy}' is not applied to the training dataset: it is "
+        "a datasets.IterableDataset, which has no length or random access, so its rows are "
+        "batched in the order the stream yields them. Use a map-style datasets.Dataset to "
+        "sample by length"
+    ]
+    # It points at the user's Trainer(...) line.
+    assert [w.filename for w in caught if "is not applied" in str(w.message)] == [__file__]
+
+
+def test_group_by_length_on_an_eval_stream_warns_once(tmp_path):
+    rows = equal_rows()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer = fastcollate.Trainer(model=tiny_model(),
+                                      args=arguments(tmp_path, "group_by_length"),
+                                      train_dataset=rows,
+                                      eval_dataset={"a": PlainStream(rows), "b": rows})
+        trainer.evaluate()
+        trainer.evaluate()
+    found = stream_warnings(caught)
+    assert len(found) == 1
+    assert found[0].startswith("train_sampling_strategy='group_by_length' is not applied to the "
+                               "evaluation dataset: it is a torch IterableDataset (PlainStream)")
+
+
+def test_map_style_datasets_do_not_warn(tmp_path):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer = fastcollate.Trainer(model=tiny_model(),
+                                      args=arguments(tmp_path, "group_by_length"),
+                                      train_dataset=equal_rows(), eval_dataset=equal_rows())
+        trainer.get_train_dataloader()
+        trainer.get_eval_dataloader()
+    assert stream_warnings(caught) == []
