@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 import transformers
-from compare import assert_same_batch
 from transformers import AutoTokenizer
 
 import fastcollate
+from compare import assert_same_batch
 from fastcollate.collators import tokenizer_state
 
 # No attention mask in the rows: padding creates one when "attention_mask" is a model input.
