@@ -37,7 +37,9 @@ def set_aside_masks(features: Any, keys: list[str] | None = None) -> SetAside | 
         first = features[0] if features else None
         if type(first) is not dict and not isinstance(first, Mapping):
             return None
-        if MASK not in first or getattr(first[MASK], "ndim", 0) <= 1:
+        mask = first.get(MASK)
+        # A list mask (the usual row) has no dimensions to ask for: settled without getattr.
+        if mask is None or type(mask) is list or getattr(mask, "ndim", 0) <= 1:
             return None
         masks = []
         for index, row in enumerate(features):

@@ -3,7 +3,6 @@ core."""
 
 from __future__ import annotations
 
-from collections import UserDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -123,7 +122,8 @@ def pad(
         padding_side=padding_side,
         model_input_names=model_input_names,
     )
-    return_tensors = check_return_tensors(return_tensors)
+    if type(return_tensors) is not str or return_tensors not in ("pt", "np"):
+        return_tensors = check_return_tensors(return_tensors)  # None, TensorType, or an error
     group = padding_group(settings, padding, max_length, pad_to_multiple_of, return_attention_mask)
     main = settings.main_input
 
@@ -261,7 +261,7 @@ class DataCollatorWithPadding:
         )
         # Renamed in the underlying dict: a BatchEncoding's Python-level item methods cost
         # about a microsecond a batch, a tenth of a small batch's time.
-        data = batch if type(batch) is dict or not isinstance(batch, UserDict) else batch.data
+        data = batch if type(batch) is dict else batch.data  # pad() gives one of the two
         for old in ("label", "label_ids"):
             if old in data:
                 data["labels"] = data.pop(old)
