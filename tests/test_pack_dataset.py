@@ -311,7 +311,7 @@ def test_bad_seq_length(seq_length, error):
 
 
 def test_bad_options():
-    dataset = datasets.Dataset.from_dict({"input_ids": [[1], [2, 3]], "seq_lengths": [[1], [2]]})
+    dataset = datasets.Dataset.from_dict({"input_ids": [[1], [2, 3]], "seq_lengths": [[1], [2, 2]]})
     with pytest.raises(ValueError, match="Invalid packing strategy"):
         pack_dataset(dataset, 4, "first_fit")
     with pytest.raises(ValueError, match="'seq_lengths'"):
