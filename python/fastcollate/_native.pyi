@@ -14,6 +14,9 @@ __all__ = [
     "flatten_batch",
     "group_by_length",
     "mask_tokens",
+    "pack_dataset_bfd",
+    "pack_dataset_gather",
+    "pack_dataset_wrapped",
     "pack_epoch",
     "rebalance_epoch",
 ]
@@ -140,3 +143,20 @@ def pack_epoch(
     rank: int,
     drop_last: bool,
 ) -> tuple[np.ndarray, np.ndarray]: ...
+
+# TRL's best-fit decreasing per batch bounds[b]..bounds[b + 1]: (piece starts in the flattened
+# values, piece lengths, pieces per packed row as offsets, values per packed row as offsets).
+def pack_dataset_bfd(
+    lengths: np.ndarray, bounds: np.ndarray, seq_length: int, *, split: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]: ...
+
+# TRL's "wrapped": the packed rows' offsets into the flattened values.
+def pack_dataset_wrapped(
+    lengths: np.ndarray, bounds: np.ndarray, seq_length: int
+) -> np.ndarray: ...
+
+# The pieces' fixed-width values (uint8 bytes, width each) in order; with values=None, their
+# indices into the flattened values (int64) for an Arrow take.
+def pack_dataset_gather(
+    starts: np.ndarray, lengths: np.ndarray, values: np.ndarray | None = None, width: int = 1
+) -> np.ndarray: ...

@@ -3,6 +3,7 @@
 
 pub mod arrow;
 pub mod batches;
+pub mod bfd;
 pub mod column;
 pub mod error;
 pub mod flatten;

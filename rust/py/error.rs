@@ -5,6 +5,7 @@ use pyo3::exceptions::{PyIndexError, PyMemoryError, PyOverflowError, PyTypeError
 use pyo3::PyErr;
 
 use crate::core::arrow::ArrowError;
+use crate::core::bfd::PackDatasetError;
 use crate::core::error::{CollateError, ErrorClass};
 use crate::core::grouping::GroupingError;
 use crate::core::packing::PackingError;
@@ -51,5 +52,14 @@ impl From<RebalanceError> for PyErr {
 impl From<PackingError> for PyErr {
     fn from(err: PackingError) -> Self {
         PyValueError::new_err(err.to_string())
+    }
+}
+
+impl From<PackDatasetError> for PyErr {
+    fn from(err: PackDatasetError) -> Self {
+        match err {
+            PackDatasetError::TooLarge { .. } => PyOverflowError::new_err(err.to_string()),
+            _ => PyValueError::new_err(err.to_string()),
+        }
     }
 }

@@ -14,6 +14,7 @@ mod grouping;
 mod in_place;
 mod ints;
 mod masking;
+mod pack_dataset;
 mod pad;
 mod read;
 mod rows;
@@ -34,6 +35,8 @@ mod _native {
     use super::grouping::group_by_length;
     #[pymodule_export]
     use super::masking::mask_tokens;
+    #[pymodule_export]
+    use super::pack_dataset::{pack_dataset_bfd, pack_dataset_gather, pack_dataset_wrapped};
     #[pymodule_export]
     use super::sampling::{pack_epoch, rebalance_epoch};
 

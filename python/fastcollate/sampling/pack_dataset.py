@@ -1,0 +1,384 @@
+"""`pack_dataset`: TRL's `trl.data_utils.pack_dataset`, with the packing decided on the Rust core
+from the Arrow list offsets and the packed columns written straight into Arrow.
+
+TRL runs a batched `Dataset.map` (1,000 rows a batch by default) and packs each batch on its
+own in Python. Here the batches' row boundaries are worked out as `map` would cut them
+(`batch_size`, and the contiguous shards of `num_proc`), the core plans every batch in one call,
+and each column's values are copied once into the packed order. The result is the dataset TRL
+returns: same rows in the same order, same `seq_lengths`, same features and format.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import operator
+from typing import Any
+
+import numpy as np
+
+from .. import _native
+from .._internal.extras import require
+
+STRATEGIES = ("bfd", "bfd_split", "wrapped")
+INT32_MAX = 2**31 - 1
+
+# `Dataset.map` options that cannot change what `map` returns (progress bar, caching, the
+# writer's chunking, how Python outputs would be typed: TRL's function returns Arrow tables).
+MAP_OPTIONS_WITHOUT_EFFECT = frozenset(
+    {
+        "desc",
+        "load_from_cache_file",
+        "keep_in_memory",
+        "writer_batch_size",
+        "new_fingerprint",
+        "suffix_template",
+        "try_original_type",
+        "on_mixed_types",
+    }
+)
+# Options that would change the result (or have `map` write a file); not reproduced.
+MAP_OPTIONS_NOT_SUPPORTED = frozenset(
+    {
+        "cache_file_name",
+        "features",
+        "remove_columns",
+        "input_columns",
+        "with_indices",
+        "with_rank",
+        "drop_last_batch",
+        "disable_nullable",
+    }
+)
+# Options TRL passes to `map` itself: giving them again is a TypeError there too.
+MAP_OPTIONS_SET_BY_TRL = frozenset({"function", "batched", "fn_kwargs"})
+
+
+def pack_dataset(
+    dataset: Any,
+    seq_length: int,
+    strategy: str = "bfd",
+    map_kwargs: dict[str, Any] | None = None,
+    *,
+    whole_dataset: bool = False,
+) -> Any:
+    r"""Packs a dataset's sequences into rows of at most `seq_length` tokens, as TRL's
+    `trl.data_utils.pack_dataset` does, with the packing decided in Rust.
+
+    Every column must hold lists (`list` or `large_list`, all of one kind) of equal length row
+    by row. Strategies:
+
+    - `"bfd"`: best-fit decreasing; sequences longer than `seq_length` are truncated. Adds a
+      `seq_lengths` column (the lengths of the sequences in each packed row).
+    - `"bfd_split"`: like `"bfd"`, but long sequences are split into `seq_length`-long pieces
+      (and a shorter last piece) instead of truncated.
+    - `"wrapped"`: each batch's values concatenated and cut every `seq_length` values.
+
+    Args:
+        dataset: a `datasets.Dataset`, `DatasetDict`, `IterableDataset` or
+            `IterableDatasetDict`. It is not changed.
+        seq_length: the packed rows' length (a positive int).
+        strategy: `"bfd"`, `"bfd_split"` or `"wrapped"`.
+        map_kwargs: the `Dataset.map` options TRL would pass on. `batch_size` (default 1,000;
+            `None` or <= 0 for one batch) and `num_proc` (its contiguous shards are batched
+            apart) shape the result and are followed; `desc`, `load_from_cache_file`,
+            `keep_in_memory`, `writer_batch_size`, `new_fingerprint` and the like cannot change
+            it and are accepted. Others raise `NotImplementedError`. For iterable datasets they
+            go to `IterableDataset.map` unchanged.
+        whole_dataset: pack across the whole dataset instead of per `map` batch (fuller rows,
+            ≥99.9% on realistic lengths; not TRL's result). Not for iterable datasets.
+
+    Returns:
+        The packed dataset, of the input's kind and format (`seq_lengths` added to the format's
+        columns for the bfd strategies).
+
+    Raises:
+        ValueError: an unknown strategy, `seq_length` < 1, columns of different lengths in a row
+            (the column and row are named), a `seq_lengths` column already there for the bfd
+            strategies.
+        TypeError: a column that does not hold lists, a `seq_length` that is not an int.
+    """
+    require("fastcollate.trl.pack_dataset", "transformers", "datasets", "pyarrow")
+    import datasets
+
+    if strategy not in STRATEGIES:
+        raise ValueError(f"Invalid packing strategy '{strategy}', must be one of {STRATEGIES}.")
+    seq_length = checked_seq_length(seq_length)
+    map_kwargs = dict(map_kwargs or {})
+    if isinstance(dataset, (datasets.IterableDataset, datasets.IterableDatasetDict)):
+        if whole_dataset:
+            raise ValueError("whole_dataset=True needs a map-style Dataset, not an iterable one")
+        return pack_iterable(dataset, seq_length, strategy, map_kwargs)
+    if isinstance(dataset, datasets.DatasetDict):
+        if not dataset:
+            return dataset
+        format = dataset_format(dataset[next(iter(dataset))], strategy)
+        packed = datasets.DatasetDict(
+            {
+                name: pack_map_style(split, seq_length, strategy, map_kwargs, whole_dataset)
+                for name, split in dataset.items()
+            }
+        )
+        return packed.with_format(**format)
+    if isinstance(dataset, datasets.Dataset):
+        format = dataset_format(dataset, strategy)
+        packed = pack_map_style(dataset, seq_length, strategy, map_kwargs, whole_dataset)
+        return packed.with_format(**format)
+    raise TypeError(
+        f"pack_dataset needs a datasets.Dataset, DatasetDict, IterableDataset or "
+        f"IterableDatasetDict, not {type(dataset).__name__}"
+    )
+
+
+def checked_seq_length(value: Any) -> int:
+    if isinstance(value, bool) or isinstance(value, float):
+        raise TypeError(f"seq_length must be an int, not {type(value).__name__}")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(f"seq_length must be an int, not {type(value).__name__}") from None
+    if value < 1:
+        raise ValueError(f"seq_length must be a positive int, got {value}")
+    return value
+
+
+def dataset_format(dataset: Any, strategy: str) -> dict[str, Any]:
+    """The format to put back on the result, as TRL works it out (`_get_dataset_format`)."""
+    format = dataset.format
+    format.update(format.pop("format_kwargs", {}))
+    if strategy != "wrapped" and format.get("columns") is not None:
+        format["columns"] = list(format["columns"]) + ["seq_lengths"]
+    return format
+
+
+def map_options(map_kwargs: dict[str, Any]) -> tuple[int | None, int]:
+    """(batch_size, num_proc) from the `map` options; every other option is checked."""
+    for key in map_kwargs:
+        if key in MAP_OPTIONS_SET_BY_TRL:
+            raise TypeError(f"map_kwargs cannot set {key!r}: pack_dataset passes it to map itself")
+        if key in MAP_OPTIONS_NOT_SUPPORTED:
+            if key in ("drop_last_batch", "disable_nullable", "with_indices", "with_rank") and (
+                not map_kwargs[key]
+            ):
+                continue
+            if map_kwargs[key] is None:
+                continue
+            raise NotImplementedError(
+                f"map_kwargs[{key!r}] is not supported by fastcollate's pack_dataset (it would "
+                f"change what TRL's map returns); use trl.data_utils.pack_dataset for it"
+            )
+        if key not in MAP_OPTIONS_WITHOUT_EFFECT and key not in ("batch_size", "num_proc"):
+            raise TypeError(f"map_kwargs has {key!r}, which Dataset.map does not take")
+    if map_kwargs.get("keep_in_memory") and map_kwargs.get("cache_file_name") is not None:
+        raise ValueError("Please use either `keep_in_memory` or `cache_file_name` but not both.")
+    batch_size = map_kwargs.get("batch_size", 1000)
+    if batch_size is not None:
+        batch_size = operator.index(batch_size)
+        if batch_size <= 0:
+            batch_size = None
+    num_proc = map_kwargs.get("num_proc")
+    num_proc = 1 if num_proc is None else operator.index(num_proc)
+    if num_proc < 0:
+        raise ValueError("num_proc must be >= 0 or None.")
+    return batch_size, max(num_proc, 1)
+
+
+def batch_bounds(rows: int, batch_size: int | None, num_proc: int) -> np.ndarray:
+    """The row boundaries of `map`'s batches: `num_proc` contiguous shards (as
+    `Dataset.shard(contiguous=True)` cuts them), each cut into `batch_size` rows."""
+    shards = min(num_proc, rows) if rows else 1
+    div, mod = divmod(rows, shards)
+    bounds = [0]
+    for index in range(shards):
+        start = div * index + min(index, mod)
+        end = start + div + (1 if index < mod else 0)
+        step = batch_size if batch_size is not None else max(end - start, 1)
+        bounds.extend(range(start + step, end, step))
+        if end > bounds[-1]:
+            bounds.append(end)
+    return np.asarray(bounds, dtype=np.int64)
+
+
+def pack_map_style(
+    dataset: Any, seq_length: int, strategy: str, map_kwargs: dict[str, Any], whole_dataset: bool
+) -> Any:
+    import datasets
+
+    batch_size, num_proc = map_options(map_kwargs)
+    rows = len(dataset)
+    if rows == 0 and strategy == "wrapped":
+        return dataset  # `map` hands an empty dataset back as it is
+    table = dataset.with_format("arrow")[:]
+    bounds = np.asarray([0, rows], np.int64) if whole_dataset else None
+    if bounds is None:
+        bounds = batch_bounds(rows, batch_size, num_proc)
+    packed = pack_table(table, seq_length, strategy, bounds)
+    info = dataset.info.copy()
+    info.features = output_features(packed.schema, dataset.features)
+    source = getattr(dataset, "_fingerprint", None)
+    key = repr((source, "fastcollate.pack_dataset", seq_length, strategy, bounds.tobytes()))
+    fingerprint = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return datasets.Dataset(packed, info=info, split=dataset.split, fingerprint=fingerprint)
+
+
+def output_features(schema: Any, original: Any) -> Any:
+    """The features `map` gives its output: inferred from the Arrow schema, keeping an input
+    column's own feature (a `ClassLabel`, say) where its Arrow type did not change."""
+    import datasets
+
+    features = datasets.Features.from_arrow_schema(schema)
+    fields = {field.name: field for field in original.type}
+    for field in features.type:
+        if field.name in fields and field == fields[field.name]:
+            features[field.name] = original[field.name]
+    return features
+
+
+def pack_iterable(dataset: Any, seq_length: int, strategy: str, map_kwargs: dict[str, Any]) -> Any:
+    """TRL's lazy `map` over an iterable dataset, each batch packed by `pack_table`."""
+    import datasets
+
+    first = dataset
+    if isinstance(dataset, datasets.IterableDatasetDict):
+        first = dataset[next(iter(dataset))]
+    formatting = getattr(first, "_formatting", None)
+    format: dict[str, Any] = {"type": formatting.format_type if formatting is not None else None}
+    packed = dataset.with_format("arrow").map(
+        pack_batch,
+        batched=True,
+        fn_kwargs={"seq_length": seq_length, "strategy": strategy},
+        **map_kwargs,
+    )
+    return packed.with_format(**format)
+
+
+def pack_batch(table: Any, seq_length: int, strategy: str) -> Any:
+    """One `map` batch packed (for iterable datasets)."""
+    return pack_table(table, seq_length, strategy, np.asarray([0, table.num_rows], np.int64))
+
+
+def pack_table(table: Any, seq_length: int, strategy: str, bounds: np.ndarray) -> Any:
+    """`table` packed batch by batch (`bounds`: the batches' row boundaries), as a `pa.Table`."""
+    import pyarrow as pa
+
+    names = table.column_names
+    if not names:
+        raise ValueError("pack_dataset needs at least one list column; the dataset has none")
+    if strategy != "wrapped" and "seq_lengths" in names:
+        raise ValueError(
+            "the dataset already has a 'seq_lengths' column, which the bfd strategies add; "
+            "rename or remove it first"
+        )
+    columns = [table.column(name) for name in names]
+    lengths = row_lengths(names, columns)
+    large = pa.types.is_large_list(columns[0].type)
+    offset_type = pa.int64() if large else pa.int32()
+    list_array = pa.LargeListArray if large else pa.ListArray
+
+    if strategy == "wrapped":
+        offsets = _native.pack_dataset_wrapped(lengths, bounds, seq_length)
+        packed = [
+            build_lists(list_array, offset_type, offsets, flattened(column)) for column in columns
+        ]
+        return pa.Table.from_arrays(packed, names=names)
+
+    starts, piece_lengths, piece_offsets, value_offsets = _native.pack_dataset_bfd(
+        lengths, bounds, seq_length, split=strategy == "bfd_split"
+    )
+    indices: list[Any] = []  # the take indices, built once if some column needs them
+    packed = []
+    for column in columns:
+        values = gather(flattened(column), starts, piece_lengths, indices)
+        packed.append(build_lists(list_array, offset_type, value_offsets, values))
+    # TRL: list<int32> offsets, the lengths typed as the first column's list_value_length.
+    seq_lengths = build_lists(
+        pa.ListArray, pa.int32(), piece_offsets, pa.array(piece_lengths, type=offset_type)
+    )
+    return pa.Table.from_arrays([*packed, seq_lengths], names=[*names, "seq_lengths"])
+
+
+def row_lengths(names: list[str], columns: list[Any]) -> np.ndarray:
+    """Each row's length (a null row counts 0), after checking every column holds lists of
+    one kind and the same length as the first column's in each row."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for name, column in zip(names, columns, strict=True):
+        if not (pa.types.is_list(column.type) or pa.types.is_large_list(column.type)):
+            raise TypeError(
+                f"pack_dataset packs list columns only, but column '{name}' is {column.type} "
+                f"(TRL raises TypeError too); remove it with dataset.remove_columns first"
+            )
+    first_large = pa.types.is_large_list(columns[0].type)
+    lengths = None
+    for name, column in zip(names, columns, strict=True):
+        if pa.types.is_large_list(column.type) != first_large:
+            raise ValueError(
+                f"column '{name}' is {column.type} but column '{names[0]}' is "
+                f"{columns[0].type}; TRL's pack_dataset needs one list kind for all columns "
+                f"(cast them alike)"
+            )
+        these = pc.list_value_length(column).fill_null(0).to_numpy().astype(np.int64, copy=False)
+        if lengths is None:
+            lengths = these
+            continue
+        wrong = np.flatnonzero(these != lengths)
+        if wrong.size:
+            row = int(wrong[0])
+            raise ValueError(
+                f"column '{name}' has length {int(these[row])} in row {row} where column "
+                f"'{names[0]}' has length {int(lengths[row])}; every column must hold values "
+                f"of the same length in each row"
+            )
+    assert lengths is not None
+    return np.ascontiguousarray(lengths)
+
+
+def flattened(column: Any) -> Any:
+    """A list column's values, rows concatenated (a slice, not a copy, for one chunk)."""
+    import pyarrow as pa
+
+    chunks = [chunk.flatten() for chunk in column.chunks]
+    if len(chunks) == 1:
+        return chunks[0]
+    if not chunks:
+        return pa.array([], type=column.type.value_type)
+    return pa.concat_arrays(chunks)
+
+
+def gather(values: Any, starts: np.ndarray, lengths: np.ndarray, indices: list[Any]) -> Any:
+    """The pieces' values in packed order: copied by the core for fixed-width values without
+    nulls, an Arrow `take` otherwise."""
+    import pyarrow as pa
+
+    kind = values.type
+    if values.null_count == 0 and (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+        width = kind.bit_width // 8
+        buffer = values.buffers()[1]
+        raw = np.frombuffer(buffer, dtype=np.uint8) if buffer is not None else np.empty(0, np.uint8)
+        raw = raw[values.offset * width : (values.offset + len(values)) * width]
+        out = _native.pack_dataset_gather(starts, lengths, raw, width)
+        return pa.Array.from_buffers(kind, len(out) // width, [None, pa.py_buffer(out)])
+    if not indices:
+        indices.append(pa.array(_native.pack_dataset_gather(starts, lengths)))
+    return values.take(indices[0])
+
+
+def build_lists(list_array: Any, offset_type: Any, offsets: np.ndarray, values: Any) -> Any:
+    """A list array of `values` cut at `offsets`; chunked where int32 offsets would
+    overflow (TRL's per-batch arrays never reach that)."""
+    import pyarrow as pa
+
+    if offset_type == pa.int64() or int(offsets[-1]) <= INT32_MAX:
+        return list_array.from_arrays(pa.array(offsets, type=offset_type), values)
+    chunks = []
+    first = 0
+    while first < len(offsets) - 1:
+        limit = int(offsets[first]) + INT32_MAX
+        last = int(np.searchsorted(offsets, limit, side="right")) - 1
+        last = max(last, first + 1)
+        base = int(offsets[first])
+        part = values.slice(base, int(offsets[last]) - base)
+        rebased = pa.array(offsets[first : last + 1] - base, type=offset_type)
+        chunks.append(list_array.from_arrays(rebased, part))
+        first = last
+    return pa.chunked_array(chunks)

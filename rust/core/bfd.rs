@@ -1,0 +1,402 @@
+//! TRL's `pack_dataset` decided from sequence lengths: which sequences (or pieces of them) go
+//! into which packed row, in which order. The values themselves are moved by the caller (Arrow
+//! `take`, or [`gather`] for fixed-width values).
+//!
+//! TRL packs each `map` batch on its own, so the plan takes the batches' row boundaries.
+//! Within a batch, best-fit decreasing works as TRL's does: empty rows are dropped; rows longer
+//! than `seq_length` are cut to it (`truncate`) or into `seq_length`-long pieces plus a shorter
+//! last one (`split`); the pieces are ordered by length, longest first, ties in row order (a
+//! stable sort); each goes into the open bin with the least room that still holds it — among
+//! bins with equal room the one that reached that room first — or else into a new bin. Bins are
+//! emitted in the order they were opened, each with its pieces in the order they were put in.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PackDatasetError {
+    /// A row's length is negative (Arrow offsets that go backwards).
+    NegativeLength { row: usize, length: i64 },
+    /// `seq_length` below 1.
+    SeqLength(i64),
+    /// Batch boundaries that do not run from 0 to the row count without going backwards.
+    BatchBounds(String),
+    /// More values (or pieces in one batch) than the plan can count.
+    TooLarge { row: usize },
+    /// A piece that does not lie inside the values it is taken from.
+    OutOfBounds {
+        start: i64,
+        length: i64,
+        values: usize,
+    },
+}
+
+impl fmt::Display for PackDatasetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use PackDatasetError::*;
+        match self {
+            NegativeLength { row, length } => write!(
+                f,
+                "row {row} has length {length}; its list offsets go backwards"
+            ),
+            TooLarge { row } => write!(
+                f,
+                "the dataset is too large to pack: the count of values or pieces overflows at \
+                 row {row}"
+            ),
+            SeqLength(value) => write!(f, "seq_length must be a positive int, got {value}"),
+            BatchBounds(message) => write!(f, "bad batch boundaries: {message}"),
+            OutOfBounds {
+                start,
+                length,
+                values,
+            } => write!(
+                f,
+                "values {start}..{} lie outside the {values} values given",
+                start.saturating_add(*length)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for PackDatasetError {}
+
+pub type Result<T> = std::result::Result<T, PackDatasetError>;
+
+/// What sequences longer than `seq_length` become.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overflow {
+    /// Cut to `seq_length`; the rest is dropped (TRL's `"bfd"`).
+    Truncate,
+    /// Cut into pieces of `seq_length` and a shorter last piece (TRL's `"bfd_split"`).
+    Split,
+}
+
+/// The packed rows: pieces of the input's flattened values, in output order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PackedRows {
+    /// Where each piece starts in the flattened values.
+    pub starts: Vec<i64>,
+    /// Each piece's length (TRL's `seq_lengths` values).
+    pub lengths: Vec<i64>,
+    /// Packed row `r` holds pieces `piece_offsets[r]..piece_offsets[r + 1]`.
+    pub piece_offsets: Vec<i64>,
+    /// Packed row `r` holds values `value_offsets[r]..value_offsets[r + 1]` of the output.
+    pub value_offsets: Vec<i64>,
+}
+
+fn check_seq_length(seq_length: i64) -> Result<()> {
+    if seq_length < 1 {
+        return Err(PackDatasetError::SeqLength(seq_length));
+    }
+    Ok(())
+}
+
+/// Where each row starts in the flattened values, and the total (checked: lengths are
+/// non-negative and their sum fits in i64).
+fn row_starts(lengths: &[i64]) -> Result<Vec<i64>> {
+    let mut starts = Vec::with_capacity(lengths.len() + 1);
+    let mut total: i64 = 0;
+    for (row, &length) in lengths.iter().enumerate() {
+        if length < 0 {
+            return Err(PackDatasetError::NegativeLength { row, length });
+        }
+        starts.push(total);
+        total = total
+            .checked_add(length)
+            .ok_or(PackDatasetError::TooLarge { row })?;
+    }
+    starts.push(total);
+    Ok(starts)
+}
+
+/// Checks that `bounds` runs from 0 to `rows` without going backwards.
+fn check_bounds(bounds: &[i64], rows: usize) -> Result<()> {
+    let bad = |message: String| Err(PackDatasetError::BatchBounds(message));
+    match (bounds.first(), bounds.last()) {
+        (Some(&0), Some(&last)) if usize::try_from(last).ok() == Some(rows) => {}
+        _ => return bad(format!("they must run from 0 to {rows}, got {bounds:?}")),
+    }
+    if let Some(pair) = bounds.windows(2).find(|pair| pair[1] < pair[0]) {
+        return bad(format!("{} comes after {}", pair[1], pair[0]));
+    }
+    Ok(())
+}
+
+/// Best-fit decreasing over each batch (`bounds[b]..bounds[b + 1]`) of rows of `lengths`.
+pub fn best_fit_decreasing(
+    lengths: &[i64],
+    bounds: &[i64],
+    seq_length: i64,
+    overflow: Overflow,
+) -> Result<PackedRows> {
+    check_seq_length(seq_length)?;
+    check_bounds(bounds, lengths.len())?;
+    let starts = row_starts(lengths)?;
+    let mut out = PackedRows {
+        piece_offsets: vec![0],
+        value_offsets: vec![0],
+        ..PackedRows::default()
+    };
+    let mut pieces: Vec<(i64, i64)> = Vec::new();
+    let mut order: Vec<u32> = Vec::new();
+    for batch in bounds.windows(2) {
+        // check_bounds made these valid indices into `lengths`.
+        let (first, end) = (batch[0] as usize, batch[1] as usize);
+        pieces.clear();
+        for row in first..end {
+            let (start, length) = (starts[row], lengths[row]);
+            match overflow {
+                Overflow::Truncate if length > 0 => pieces.push((start, length.min(seq_length))),
+                Overflow::Truncate => {}
+                Overflow::Split => {
+                    let mut offset = 0;
+                    while offset < length {
+                        pieces.push((start + offset, (length - offset).min(seq_length)));
+                        offset += seq_length;
+                    }
+                }
+            }
+            if pieces.len() >= u32::MAX as usize {
+                return Err(PackDatasetError::TooLarge { row });
+            }
+        }
+        order.clear();
+        order.extend(0..pieces.len() as u32);
+        // A stable sort: equal lengths keep row order, as Arrow's sort_indices does.
+        order.sort_by_key(|&piece| Reverse(pieces[piece as usize].1));
+        pack_batch(&pieces, &order, seq_length, &mut out);
+    }
+    Ok(out)
+}
+
+/// One batch's bins, appended to `out`.
+fn pack_batch(pieces: &[(i64, i64)], order: &[u32], seq_length: i64, out: &mut PackedRows) {
+    // Bins as (first piece, last piece, tokens) over a linked list of pieces, in opening order.
+    let mut bins: Vec<(u32, u32, i64)> = Vec::new();
+    let mut next = vec![u32::MAX; pieces.len()];
+    // room -> bins with exactly that room, oldest first. Full bins (room 0) are never looked up.
+    let mut by_room: BTreeMap<i64, VecDeque<u32>> = BTreeMap::new();
+    for &piece in order {
+        let length = pieces[piece as usize].1;
+        let found = by_room
+            .range_mut(length..)
+            .next()
+            .map(|(&room, queue)| (room, queue.pop_front(), queue.is_empty()));
+        let bin = match found {
+            Some((room, Some(bin), now_empty)) => {
+                if now_empty {
+                    by_room.remove(&room);
+                }
+                let entry = &mut bins[bin as usize];
+                next[entry.1 as usize] = piece;
+                entry.1 = piece;
+                entry.2 += length;
+                bin
+            }
+            _ => {
+                bins.push((piece, piece, length));
+                (bins.len() - 1) as u32
+            }
+        };
+        let room = seq_length - bins[bin as usize].2;
+        if room > 0 {
+            by_room.entry(room).or_default().push_back(bin);
+        }
+    }
+    for &(first, _, tokens) in &bins {
+        let mut piece = first;
+        while piece != u32::MAX {
+            let (start, length) = pieces[piece as usize];
+            out.starts.push(start);
+            out.lengths.push(length);
+            piece = next[piece as usize];
+        }
+        out.piece_offsets.push(out.starts.len() as i64);
+        let last = out.value_offsets.last().copied().unwrap_or(0);
+        out.value_offsets.push(last + tokens);
+    }
+}
+
+/// TRL's `"wrapped"`: each batch's values, concatenated and cut every `seq_length` values (the
+/// last row of a batch may be shorter). Returns the output rows' offsets into the flattened
+/// values.
+pub fn wrapped(lengths: &[i64], bounds: &[i64], seq_length: i64) -> Result<Vec<i64>> {
+    check_seq_length(seq_length)?;
+    check_bounds(bounds, lengths.len())?;
+    let starts = row_starts(lengths)?;
+    let mut offsets = vec![0];
+    for batch in bounds.windows(2) {
+        let (first, end) = (starts[batch[0] as usize], starts[batch[1] as usize]);
+        let mut offset = first;
+        while end - offset > seq_length {
+            offset += seq_length;
+            offsets.push(offset);
+        }
+        if end > first {
+            offsets.push(end);
+        }
+    }
+    Ok(offsets)
+}
+
+/// The flattened-value indices of the pieces, in order (for an Arrow `take`).
+pub fn take_indices(starts: &[i64], lengths: &[i64]) -> Vec<i64> {
+    let total: i64 = lengths.iter().map(|&length| length.max(0)).sum();
+    let mut indices = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
+    for (&start, &length) in starts.iter().zip(lengths) {
+        indices.extend(start..start + length.max(0));
+    }
+    indices
+}
+
+/// Copies the pieces out of fixed-width values (`width` bytes each), in order.
+pub fn gather(values: &[u8], width: usize, starts: &[i64], lengths: &[i64]) -> Result<Vec<u8>> {
+    let count = values.len() / width.max(1);
+    let mut total = 0usize;
+    for (&start, &length) in starts.iter().zip(lengths) {
+        let inside = usize::try_from(start)
+            .ok()
+            .zip(usize::try_from(length).ok());
+        match inside {
+            Some((s, l)) if s.checked_add(l).is_some_and(|end| end <= count) => total += l,
+            _ => {
+                return Err(PackDatasetError::OutOfBounds {
+                    start,
+                    length,
+                    values: count,
+                })
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(total * width);
+    for (&start, &length) in starts.iter().zip(lengths) {
+        // Checked above: start..start + length lies inside `values`.
+        let (start, length) = (start as usize * width, length as usize * width);
+        out.extend_from_slice(&values[start..start + length]);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows(plan: &PackedRows) -> Vec<Vec<(i64, i64)>> {
+        plan.piece_offsets
+            .windows(2)
+            .map(|w| {
+                (w[0] as usize..w[1] as usize)
+                    .map(|p| (plan.starts[p], plan.lengths[p]))
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn trl_docstring_example_truncate() {
+        // [[1,2,3,4,5],[6,7],[8,9,10],[11]], seq_length 4 -> [[1..4]], [[8,9,10],[11]], [[6,7]]
+        let lengths = [5, 2, 3, 1];
+        let plan = best_fit_decreasing(&lengths, &[0, 4], 4, Overflow::Truncate).unwrap();
+        assert_eq!(
+            rows(&plan),
+            vec![vec![(0, 4)], vec![(7, 3), (10, 1)], vec![(5, 2)]]
+        );
+        assert_eq!(plan.value_offsets, vec![0, 4, 8, 10]);
+    }
+
+    #[test]
+    fn trl_docstring_example_split() {
+        // -> [[1,2,3,4]], [[8,9,10],[5]], [[6,7],[11]]
+        let plan = best_fit_decreasing(&[5, 2, 3, 1], &[0, 4], 4, Overflow::Split).unwrap();
+        assert_eq!(
+            rows(&plan),
+            vec![vec![(0, 4)], vec![(7, 3), (4, 1)], vec![(5, 2), (10, 1)]]
+        );
+    }
+
+    #[test]
+    fn equal_room_goes_to_the_oldest_bin_and_ties_keep_row_order() {
+        // Two bins left with room 2 each; the next piece of 2 goes to the first opened.
+        let plan = best_fit_decreasing(&[3, 3, 2], &[0, 3], 5, Overflow::Truncate).unwrap();
+        assert_eq!(rows(&plan), vec![vec![(0, 3), (6, 2)], vec![(3, 3)]]);
+    }
+
+    #[test]
+    fn best_fit_takes_the_least_room_that_fits() {
+        // Rooms 4 (after 6) and 2 (after 8); a piece of 2 goes to the bin with room 2.
+        let plan = best_fit_decreasing(&[6, 8, 2], &[0, 3], 10, Overflow::Truncate).unwrap();
+        assert_eq!(rows(&plan), vec![vec![(6, 8), (14, 2)], vec![(0, 6)]]);
+    }
+
+    #[test]
+    fn batches_are_packed_apart_and_empty_rows_dropped() {
+        let plan =
+            best_fit_decreasing(&[1, 0, 1, 0, 0], &[0, 1, 3, 4, 5], 4, Overflow::Truncate).unwrap();
+        assert_eq!(rows(&plan), vec![vec![(0, 1)], vec![(1, 1)]]);
+        let plan = best_fit_decreasing(&[], &[0], 4, Overflow::Split).unwrap();
+        assert_eq!(plan.piece_offsets, vec![0]);
+    }
+
+    #[test]
+    fn wrapped_cuts_each_batch() {
+        assert_eq!(
+            wrapped(&[3, 2, 5, 1], &[0, 2, 4], 2).unwrap(),
+            vec![0, 2, 4, 5, 7, 9, 11]
+        );
+        assert_eq!(wrapped(&[2, 2], &[0, 2], 2).unwrap(), vec![0, 2, 4]);
+        assert_eq!(wrapped(&[0, 0], &[0, 1, 2], 2).unwrap(), vec![0]);
+    }
+
+    #[test]
+    fn bad_input_is_an_error() {
+        assert_eq!(
+            best_fit_decreasing(&[1], &[0, 1], 0, Overflow::Truncate),
+            Err(PackDatasetError::SeqLength(0))
+        );
+        assert!(matches!(
+            best_fit_decreasing(&[1, -1], &[0, 2], 4, Overflow::Split),
+            Err(PackDatasetError::NegativeLength { row: 1, .. })
+        ));
+        for bounds in [&[][..], &[1, 2], &[0, 1], &[0, 2, 1, 2]] {
+            assert!(matches!(
+                wrapped(&[1, 1], bounds, 4),
+                Err(PackDatasetError::BatchBounds(_))
+            ));
+        }
+        assert!(matches!(
+            best_fit_decreasing(&[i64::MAX, 1], &[0, 2], 4, Overflow::Truncate),
+            Err(PackDatasetError::TooLarge { row: 1 })
+        ));
+        assert!(gather(&[0; 8], 4, &[1], &[2]).is_err());
+        assert!(gather(&[0; 8], 4, &[-1], &[1]).is_err());
+    }
+
+    #[test]
+    fn gather_and_take_indices_follow_the_pieces() {
+        let values: Vec<u8> = (0..12).collect();
+        assert_eq!(
+            gather(&values, 2, &[4, 0], &[1, 2]).unwrap(),
+            vec![8, 9, 0, 1, 2, 3]
+        );
+        assert_eq!(take_indices(&[4, 0], &[1, 2]), vec![4, 0, 1]);
+    }
+
+    #[test]
+    fn every_piece_is_placed_once_and_no_bin_overflows() {
+        let lengths: Vec<i64> = (0..500).map(|i| (i * 7919 % 97) as i64).collect();
+        for overflow in [Overflow::Truncate, Overflow::Split] {
+            let plan = best_fit_decreasing(&lengths, &[0, 123, 400, 500], 50, overflow).unwrap();
+            for w in plan.value_offsets.windows(2) {
+                assert!(w[1] - w[0] <= 50 && w[1] > w[0]);
+            }
+            let mut placed = take_indices(&plan.starts, &plan.lengths);
+            placed.sort();
+            if overflow == Overflow::Split {
+                let total: i64 = lengths.iter().sum();
+                assert_eq!(placed, (0..total).collect::<Vec<_>>());
+            }
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! Binding for `pack_dataset`'s core (`core::bfd`): borrows the numpy row lengths and batch
+//! boundaries, plans with the interpreter released, and hands back numpy arrays.
+
+use std::borrow::Cow;
+
+use numpy::{PyArray1, PyReadonlyArray1};
+use pyo3::prelude::*;
+
+use crate::core::bfd::{self, Overflow};
+
+type I64Array<'py> = Bound<'py, PyArray1<i64>>;
+
+fn borrowed<'a, T: numpy::Element + Copy>(array: &'a PyReadonlyArray1<'_, T>) -> Cow<'a, [T]> {
+    match array.as_slice() {
+        Ok(slice) => Cow::Borrowed(slice),
+        Err(_) => Cow::Owned(array.as_array().to_vec()),
+    }
+}
+
+/// TRL's best-fit decreasing over each batch `bounds[b]..bounds[b + 1]` of rows: (piece starts
+/// in the flattened values, piece lengths, pieces per packed row as offsets, values per packed
+/// row as offsets).
+#[pyfunction]
+#[pyo3(signature = (lengths, bounds, seq_length, *, split))]
+pub fn pack_dataset_bfd<'py>(
+    py: Python<'py>,
+    lengths: PyReadonlyArray1<'py, i64>,
+    bounds: PyReadonlyArray1<'py, i64>,
+    seq_length: i64,
+    split: bool,
+) -> PyResult<(I64Array<'py>, I64Array<'py>, I64Array<'py>, I64Array<'py>)> {
+    let overflow = if split {
+        Overflow::Split
+    } else {
+        Overflow::Truncate
+    };
+    let (lengths, bounds) = (borrowed(&lengths), borrowed(&bounds));
+    let plan = py.detach(|| bfd::best_fit_decreasing(&lengths, &bounds, seq_length, overflow))?;
+    Ok((
+        PyArray1::from_vec(py, plan.starts),
+        PyArray1::from_vec(py, plan.lengths),
+        PyArray1::from_vec(py, plan.piece_offsets),
+        PyArray1::from_vec(py, plan.value_offsets),
+    ))
+}
+
+/// TRL's `"wrapped"`: the packed rows' offsets into the flattened values.
+#[pyfunction]
+pub fn pack_dataset_wrapped<'py>(
+    py: Python<'py>,
+    lengths: PyReadonlyArray1<'py, i64>,
+    bounds: PyReadonlyArray1<'py, i64>,
+    seq_length: i64,
+) -> PyResult<I64Array<'py>> {
+    let (lengths, bounds) = (borrowed(&lengths), borrowed(&bounds));
+    let offsets = py.detach(|| bfd::wrapped(&lengths, &bounds, seq_length))?;
+    Ok(PyArray1::from_vec(py, offsets))
+}
+
+/// The pieces' fixed-width values (`width` bytes each), copied out of `values` in order; or,
+/// with `values=None`, their flattened-value indices for an Arrow `take`.
+#[pyfunction]
+#[pyo3(signature = (starts, lengths, values=None, width=1))]
+pub fn pack_dataset_gather<'py>(
+    py: Python<'py>,
+    starts: PyReadonlyArray1<'py, i64>,
+    lengths: PyReadonlyArray1<'py, i64>,
+    values: Option<PyReadonlyArray1<'py, u8>>,
+    width: usize,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (starts, lengths) = (borrowed(&starts), borrowed(&lengths));
+    match values {
+        None => {
+            let indices = py.detach(|| bfd::take_indices(&starts, &lengths));
+            Ok(PyArray1::from_vec(py, indices).into_any())
+        }
+        Some(values) => {
+            let values = borrowed(&values);
+            let out = py.detach(|| bfd::gather(&values, width, &starts, &lengths))?;
+            Ok(PyArray1::from_vec(py, out).into_any())
+        }
+    }
+}
