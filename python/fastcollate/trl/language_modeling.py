@@ -30,6 +30,7 @@ _TORCH_INTEGERS = {
     torch.int64: _INT64,
     torch.uint8: np.dtype(np.uint8),
 }
+_NUMPY_INTEGERS = frozenset(_TORCH_INTEGERS.values())
 _PACKED_ROW_HINT = "pre-packed rows (TRL's pack_dataset)"
 
 
@@ -98,27 +99,29 @@ class DataCollatorForLanguageModeling(TakesArrowBatches, TRLCollator):
         else:
             labels = np.where(mask, input_ids, -100)
         sequence_lengths = _sequence_lengths(native, mask) if packed else None
+        # TRL's dtypes: padded, the first row's; padding-free, torch.cat's promotion over rows.
+        # Arrow rows are Python lists (int64), the native output's dtype.
+        ids_dtype = labels_dtype = None
+        if not isinstance(features, ArrowBatch):
+            ids_dtype = _batch_dtype(features, "input_ids", padding_free)
+            labels_dtype = (
+                _batch_dtype(features, "labels", padding_free) if has_labels else ids_dtype
+            )
 
         if padding_free:
             return _padding_free(
-                features,
-                has_labels,
                 input_ids[mask],
                 labels[mask],
                 mask.sum(axis=1),
                 sequence_lengths,
                 pad_token_id,
                 multiple,
+                ids_dtype,
+                labels_dtype,
             )
-        # TRL pads into the first row's dtype (Arrow rows are Python lists: int64).
-        ids_dtype = labels_dtype = None
-        if not isinstance(features, ArrowBatch):
-            first = features[0]
-            ids_dtype = _row_dtype(first["input_ids"])
-            labels_dtype = _row_dtype(first["labels"]) if has_labels else ids_dtype
         batch = {
-            "input_ids": _tensor(input_ids, ids_dtype),
-            "labels": _tensor(labels, labels_dtype),
+            "input_ids": _tensor(input_ids, ids_dtype, "input_ids"),
+            "labels": _tensor(labels, labels_dtype, "labels"),
         }
         if self.return_position_ids:
             columns = np.arange(mask.shape[1], dtype=np.int64)
@@ -128,7 +131,7 @@ class DataCollatorForLanguageModeling(TakesArrowBatches, TRLCollator):
                 positions = np.zeros(mask.shape, dtype=np.int64)
                 positions[mask] = _positions(sequence_lengths, int(mask.sum()))
             batch["position_ids"] = torch.from_numpy(positions)
-        batch["attention_mask"] = _tensor(native[_TOKENS], ids_dtype)
+        batch["attention_mask"] = _tensor(native[_TOKENS], ids_dtype, "attention_mask")
         return batch
 
 
@@ -143,7 +146,8 @@ def _with_labels(features: Any) -> tuple[Any, bool]:
     if not any(flags):
         return features, False
     rows = [
-        row if flag else {**row, "labels": row["input_ids"]}
+        # A row without input_ids is left for the native call to name.
+        row if flag or "input_ids" not in row else {**row, "labels": row["input_ids"]}
         for row, flag in zip(features, flags, strict=True)
     ]
     return rows, True
@@ -158,9 +162,13 @@ def _check_integers(features: Any, key: str, values: np.ndarray) -> None:
     if values.dtype.kind in "iu":
         return
     for row, feature in enumerate(features):
-        found = np.asarray(feature[key]).dtype
-        if found.kind not in "iu":
-            raise TypeError(f"'{key}' in row {row} holds {found} values; it must hold integers")
+        value = feature[key]
+        if hasattr(value, "dtype"):
+            _row_dtype(value, key, row)
+        elif isinstance(value, (list, tuple)) and not all(
+            isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) for x in value
+        ):
+            raise TypeError(f"'{key}' in row {row} holds non-integer values; it must hold integers")
     raise TypeError(f"'{key}' holds {values.dtype} values; it must hold integers")
 
 
@@ -196,14 +204,14 @@ def _positions(sequence_lengths: np.ndarray, total: int) -> np.ndarray:
 
 
 def _padding_free(
-    features: Any,
-    has_labels: bool,
     input_ids: np.ndarray,
     labels: np.ndarray,
     row_lengths: np.ndarray,
     sequence_lengths: np.ndarray | None,
     pad_token_id: int,
     multiple: int | None,
+    ids_dtype: np.dtype | None,
+    labels_dtype: np.dtype | None,
 ) -> dict[str, Any]:
     """The batch as one row, as TRL builds it: sequences end to end, padded right to
     `pad_to_multiple_of`; a sequence starts wherever the position id is 0 (so each padding token
@@ -225,13 +233,9 @@ def _padding_free(
     boundaries = np.append(starts, width).astype(np.int32)
     spans = np.diff(boundaries)
     cu_seq_lens = torch.from_numpy(boundaries)
-    ids_dtype = labels_dtype = None
-    if not isinstance(features, ArrowBatch):
-        ids_dtype = _promoted(features, "input_ids")
-        labels_dtype = _promoted(features, "labels") if has_labels else ids_dtype
     return {
-        "input_ids": _tensor(ids_row[None], ids_dtype),
-        "labels": _tensor(labels_row[None], labels_dtype),
+        "input_ids": _tensor(ids_row[None], ids_dtype, "input_ids"),
+        "labels": _tensor(labels_row[None], labels_dtype, "labels"),
         "position_ids": torch.from_numpy(positions[None]),
         "cu_seq_lens_q": cu_seq_lens,
         "cu_seq_lens_k": cu_seq_lens,
@@ -241,24 +245,39 @@ def _padding_free(
     }
 
 
-def _row_dtype(value: Any) -> np.dtype:
-    """The integer dtype `torch.tensor(value)` gives a row's ids: the array's own, int64 for
-    Python lists."""
+def _row_dtype(value: Any, key: str, row: int) -> np.dtype:
+    """The dtype `torch.tensor(value)` gives a row's values: the array's own, int64 for Python
+    lists (whose values the native call checks)."""
     dtype = getattr(value, "dtype", None)
     if dtype is None:
         return _INT64
-    if isinstance(dtype, np.dtype):
-        return dtype if dtype.kind in "iu" else _INT64
-    return _TORCH_INTEGERS.get(dtype, _INT64)
+    # torch's classic integer dtypes (its uint16/32/64 lack most operations, -100 included).
+    found = dtype if dtype in _NUMPY_INTEGERS else _TORCH_INTEGERS.get(dtype)
+    if found is None:
+        raise TypeError(
+            f"'{key}' in row {row} holds {dtype} values; it must hold integers (int8, int16, "
+            "int32, int64 or uint8)"
+        )
+    return found
 
 
-def _promoted(features: Any, key: str) -> np.dtype:
-    """The dtype `torch.cat` gives the rows' values (type promotion across rows)."""
-    dtypes = {_row_dtype(row[key]) for row in features}
-    return dtypes.pop() if len(dtypes) == 1 else np.result_type(*dtypes)
+def _batch_dtype(features: Any, key: str, promoted: bool) -> np.dtype:
+    """The first row's dtype, or (`promoted`) the one `torch.cat` gives all rows'."""
+    dtypes = [_row_dtype(row[key], key, i) for i, row in enumerate(features)]
+    if not promoted or len(set(dtypes)) == 1:
+        return dtypes[0]
+    return np.result_type(*dtypes)
 
 
-def _tensor(values: np.ndarray, dtype: np.dtype | None) -> torch.Tensor:
+def _tensor(values: np.ndarray, dtype: np.dtype | None, key: str) -> torch.Tensor:
+    """`values` (int64) as a tensor of the rows' dtype; a value that dtype cannot hold (a pad
+    value, or a wider row's id) is an error, where TRL would wrap it around silently."""
     if dtype is not None and dtype != values.dtype:
-        values = values.astype(dtype)
+        cast = values.astype(dtype)
+        if not np.array_equal(cast, values):
+            raise ValueError(
+                f"'{key}' of this batch holds values (or pads with a value) that {dtype}, the "
+                "dtype of its rows, cannot hold"
+            )
+        values = cast
     return torch.from_numpy(values)
