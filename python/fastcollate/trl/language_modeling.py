@@ -92,13 +92,9 @@ class DataCollatorForLanguageModeling(TakesArrowBatches, TRLCollator):
         native = collate(features, groups, float32=False, keys=keys)
         for key in keys:
             _check_integers(features, key, native[key])
-        mask = native[_TOKENS].astype(bool)
         input_ids = native["input_ids"]
-        if has_labels:
-            labels = native["labels"]
-        else:
-            labels = np.where(mask, input_ids, -100)
-        sequence_lengths = _sequence_lengths(native, mask) if packed else None
+        row_lengths = native[_TOKENS].sum(axis=1)
+        sequence_lengths = _sequence_lengths(native, row_lengths) if packed else None
         # TRL's dtypes: padded, the first row's; padding-free, torch.cat's promotion over rows.
         # Arrow rows are Python lists (int64), the native output's dtype.
         ids_dtype = labels_dtype = None
@@ -109,16 +105,19 @@ class DataCollatorForLanguageModeling(TakesArrowBatches, TRLCollator):
             )
 
         if padding_free:
+            flat_ids = _unpadded(input_ids, row_lengths)
             return _padding_free(
-                input_ids[mask],
-                labels[mask],
-                mask.sum(axis=1),
+                flat_ids,
+                _unpadded(native["labels"], row_lengths) if has_labels else flat_ids,
+                row_lengths,
                 sequence_lengths,
                 pad_token_id,
                 multiple,
                 ids_dtype,
                 labels_dtype,
             )
+        mask = native[_TOKENS].astype(bool)
+        labels = native["labels"] if has_labels else np.where(mask, input_ids, -100)
         batch = {
             "input_ids": _tensor(input_ids, ids_dtype, "input_ids"),
             "labels": _tensor(labels, labels_dtype, "labels"),
@@ -128,8 +127,9 @@ class DataCollatorForLanguageModeling(TakesArrowBatches, TRLCollator):
             if sequence_lengths is None:
                 positions = np.where(mask, columns, 0)
             else:
+                total = int(row_lengths.sum())
                 positions = np.zeros(mask.shape, dtype=np.int64)
-                positions[mask] = _positions(sequence_lengths, int(mask.sum()))
+                positions[mask] = _positions(sequence_lengths, total, total)
             batch["position_ids"] = torch.from_numpy(positions)
         batch["attention_mask"] = _tensor(native[_TOKENS], ids_dtype, "attention_mask")
         return batch
@@ -153,6 +153,14 @@ def _with_labels(features: Any) -> tuple[Any, bool]:
     return rows, True
 
 
+def _unpadded(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The rows of a right-padded matrix without their padding, end to end (a copy of the
+    tokens only, where a boolean mask would read every padded cell)."""
+    return np.concatenate(
+        [row[:length] for row, length in zip(values, lengths.tolist(), strict=True)]
+    )
+
+
 def _check_integers(features: Any, key: str, values: np.ndarray) -> None:
     """Token ids, labels and sequence lengths are integers, a sequence per row."""
     if values.ndim != 2:
@@ -172,7 +180,7 @@ def _check_integers(features: Any, key: str, values: np.ndarray) -> None:
     raise TypeError(f"'{key}' holds {values.dtype} values; it must hold integers")
 
 
-def _sequence_lengths(native: dict, mask: np.ndarray) -> np.ndarray:
+def _sequence_lengths(native: dict, tokens: np.ndarray) -> np.ndarray:
     """Every row's `seq_lengths`, in order, after checking each is at least 1 and a row's add
     up to its number of tokens."""
     lengths = native["seq_lengths"]
@@ -185,7 +193,6 @@ def _sequence_lengths(native: dict, mask: np.ndarray) -> np.ndarray:
             f"sequence of {_PACKED_ROW_HINT} needs at least one token"
         )
     sums = lengths.sum(axis=1)
-    tokens = mask.sum(axis=1)
     wrong = sums != tokens
     if wrong.any():
         row = int(wrong.argmax())
@@ -196,11 +203,27 @@ def _sequence_lengths(native: dict, mask: np.ndarray) -> np.ndarray:
     return lengths[present]
 
 
-def _positions(sequence_lengths: np.ndarray, total: int) -> np.ndarray:
-    """Position ids restarting at 0 at the start of every sequence, laid end to end."""
-    starts = np.zeros(len(sequence_lengths), dtype=np.int64)
-    np.cumsum(sequence_lengths[:-1], out=starts[1:])
-    return np.arange(total, dtype=np.int64) - np.repeat(starts, sequence_lengths)
+def _positions(sequence_lengths: np.ndarray, total: int, width: int) -> np.ndarray:
+    """Position ids restarting at 0 at the start of every sequence, laid end to end, then 0s up
+    to `width`."""
+    # Each sequence start steps the running offset up by the previous sequence's length.
+    steps = np.zeros(width, dtype=np.int64)
+    starts = np.cumsum(sequence_lengths[:-1])
+    steps[starts] = sequence_lengths[:-1]
+    positions = np.arange(width, dtype=np.int64)
+    positions -= np.cumsum(steps)
+    positions[total:] = 0
+    return positions
+
+
+def _filled(values: np.ndarray, width: int, pad: int) -> np.ndarray:
+    """`values` padded right to `width` with `pad` (`values` itself when no padding is due)."""
+    if width == len(values):
+        return values
+    row = np.empty(width, dtype=values.dtype)
+    row[: len(values)] = values
+    row[len(values) :] = pad
+    return row
 
 
 def _padding_free(
@@ -222,13 +245,12 @@ def _padding_free(
     width = total if multiple is None else -(-total // multiple) * multiple
     if sequence_lengths is None:
         sequence_lengths = row_lengths[row_lengths > 0]
-    positions = np.zeros(width, dtype=np.int64)
-    positions[:total] = _positions(sequence_lengths, total)
+    positions = _positions(sequence_lengths, total, width)
     starts = np.flatnonzero(positions == 0)
-    ids_row = np.full(width, pad_token_id, dtype=np.int64)
-    ids_row[:total] = input_ids
-    labels_row = np.full(width, -100, dtype=np.int64)
-    labels_row[:total] = labels
+    ids_row = _filled(input_ids, width, pad_token_id)
+    labels_row = _filled(labels, width, -100)
+    if labels_row is input_ids:
+        labels_row = labels_row.copy()
     labels_row[starts] = -100
     boundaries = np.append(starts, width).astype(np.int32)
     spans = np.diff(boundaries)
