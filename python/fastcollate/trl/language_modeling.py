@@ -255,14 +255,15 @@ def _padding_free(
     boundaries = np.append(starts, width).astype(np.int32)
     spans = np.diff(boundaries)
     cu_seq_lens = torch.from_numpy(boundaries)
+    max_length = int(spans.max())
     return {
         "input_ids": _tensor(ids_row[None], ids_dtype, "input_ids"),
         "labels": _tensor(labels_row[None], labels_dtype, "labels"),
         "position_ids": torch.from_numpy(positions[None]),
         "cu_seq_lens_q": cu_seq_lens,
         "cu_seq_lens_k": cu_seq_lens,
-        "max_length_q": int(spans.max()),
-        "max_length_k": int(spans.max()),
+        "max_length_q": max_length,
+        "max_length_k": max_length,
         "seq_idx": torch.from_numpy(np.repeat(np.arange(len(spans), dtype=np.int32), spans)[None]),
     }
 
@@ -285,6 +286,8 @@ def _row_dtype(value: Any, key: str, row: int) -> np.dtype:
 
 def _batch_dtype(features: Any, key: str, promoted: bool) -> np.dtype:
     """The first row's dtype, or (`promoted`) the one `torch.cat` gives all rows'."""
+    if all(type(row[key]) is list for row in features):
+        return _INT64  # the usual batch: rows read through datasets
     dtypes = [_row_dtype(row[key], key, i) for i, row in enumerate(features)]
     if not promoted or len(set(dtypes)) == 1:
         return dtypes[0]
