@@ -30,7 +30,7 @@ from trl.data_utils import pack_dataset as trl_pack_dataset  # noqa: E402
 import fastcollate  # noqa: E402
 from fastcollate.bench.timing import time_once  # noqa: E402
 from fastcollate.bench.workload import imdb_like_lengths  # noqa: E402
-from fastcollate.sampling.pack_dataset import pack_dataset  # noqa: E402
+from fastcollate.trl import pack_dataset  # noqa: E402
 
 STRATEGIES = ("bfd", "bfd_split", "wrapped")
 

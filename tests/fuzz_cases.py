@@ -34,6 +34,13 @@ import fastcollate  # noqa: E402
 sys.path.insert(0, os.path.dirname(__file__))
 from conftest import model_dir  # noqa: E402
 
+try:  # TRL 1.16 needs Python >= 3.11: its entry point is fuzzed where it is installed.
+    import trl.trainer.sft_trainer as trl_sft  # noqa: E402
+
+    import fastcollate.trl  # noqa: E402
+except ImportError:
+    trl_sft = None
+
 ENTRY_POINTS = (
     "pad",
     "pad_without_tokenizer",
@@ -45,7 +52,7 @@ ENTRY_POINTS = (
     "DataCollatorForLanguageModeling",
     "DataCollatorForMultipleChoice",
     "get_length_grouped_indices",
-)
+) + (("trl.DataCollatorForLanguageModeling",) if trl_sft is not None else ())
 ABSURD_INTS = [2**45, 2**62, 2**63 - 1, 2**63, 2**64, 2**100, -1, -(2**63), -(2**64)]
 NUMPY_DTYPES = [
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
@@ -277,6 +284,23 @@ def make_case(seed: int) -> tuple[str, Any, dict]:
             # Bare sequences instead of mappings.
             return entry, [g.sequence() for _ in range(g.r.choice([1, 2, 3]))], options
         return entry, g.batch(["input_ids"]), options
+    if entry == "trl.DataCollatorForLanguageModeling":
+        options = {"pad_token_id": g.option_int([0, 1, 50])}
+        for name in ("padding_free", "return_position_ids"):
+            options[name] = g.chance(0.5)
+        if g.chance(0.4):
+            options["pad_to_multiple_of"] = g.option_int([None, 1, 8])
+        keys = ["input_ids"] + (["labels"] if g.chance(0.5) else [])
+        batch = g.batch(keys, lengths_from="input_ids")
+        if g.chance(0.3):
+            # Pre-packed rows: lengths that cover the row, or (hostile) that do not.
+            for row in batch if isinstance(batch, list) else []:
+                if isinstance(row, dict) and isinstance(row.get("input_ids"), list):
+                    n = len(row["input_ids"])
+                    cut = g.r.randint(0, n)
+                    lengths = [cut, n - cut] if 0 < cut < n else [n]
+                    row["seq_lengths"] = g.sequence() if g.harm(0.3) else lengths
+        return entry, batch, options
     if entry == "DataCollatorForMultipleChoice":
         options = g.padding_options()
         choices = 0 if g.harm(0.1) else g.r.choice([1, 2, 3])
@@ -343,6 +367,11 @@ def calls(entry: str, batch: Any, options: dict) -> tuple:
         return (
             fastcollate.DataCollatorWithFlattening(**options),
             transformers.DataCollatorWithFlattening(**options),
+        )
+    if entry == "trl.DataCollatorForLanguageModeling":
+        return (
+            fastcollate.trl.DataCollatorForLanguageModeling(**options),
+            trl_sft.DataCollatorForLanguageModeling(**options),
         )
     ours_cls, theirs_cls = getattr(fastcollate, entry), getattr(transformers, entry)
     return ours_cls(tok, **options), theirs_cls(tok, **options)
@@ -473,6 +502,10 @@ def known_difference(entry: str, batch: Any, options: dict) -> str | None:
         return "tuples are read like lists"
     if any(isinstance(v, np.ndarray) and v.dtype == object for _, v in _values(batch)):
         return "object arrays: transformers turns them into nested lists first"
+    if entry.startswith("trl.") and any(
+        _is_empty(row.get(key)) for row in rows for key in ("input_ids", "labels")
+    ):
+        return "an empty row: TRL's torch.tensor([]) is float32, which spreads to its batch"
     if rows and all(_is_empty(row.get("input_ids")) for row in rows):
         return "an empty main input: transformers returns the input unchanged"
     if entry == "DataCollatorForLanguageModeling" and any(

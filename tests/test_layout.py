@@ -20,6 +20,7 @@ LAYERS = {
     "collators": 3,
     "sampling": 3,
     "integrations": 4,
+    "trl": 4,
     "__init__": 5,
     # The benchmark is a client of the public API (it times what users call), above it.
     "bench": 6,

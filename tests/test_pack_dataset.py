@@ -1,4 +1,4 @@
-"""`fastcollate.sampling.pack_dataset.pack_dataset` against TRL 1.16's
+"""`fastcollate.trl.pack_dataset` against TRL 1.16's
 `trl.data_utils.pack_dataset`: hypothesis-generated datasets (ragged lengths, empty and
 over-long rows, null rows, several list columns of ints, floats and bools, list and large_list
 offsets, batch sizes that do not divide the row count, tiny seq_length), for every strategy,
@@ -20,7 +20,7 @@ datasets = pytest.importorskip("datasets")
 pa = pytest.importorskip("pyarrow")
 trl_data_utils = pytest.importorskip("trl.data_utils")
 
-from fastcollate.sampling.pack_dataset import pack_dataset  # noqa: E402
+from fastcollate.trl import pack_dataset  # noqa: E402
 
 datasets.disable_progress_bars()
 datasets.disable_caching()

@@ -79,6 +79,16 @@ def test_nan_and_inf_never_become_integers(bert_tokenizer):
         )
 
 
+def test_flattening_refuses_trl_packed_rows_that_transformers_misreads():
+    rows = [{"input_ids": [1, 2, 3, 4, 5], "seq_lengths": [2, 3]}]
+    # transformers reads the packed row as one sequence: positions run across the boundary.
+    theirs = transformers.DataCollatorWithFlattening()(rows)
+    assert theirs["position_ids"].tolist() == [[0, 1, 2, 3, 4]]
+    with pytest.raises(ValueError, match=r"row 0 has 'seq_lengths'.*fastcollate\.trl"):
+        fastcollate.DataCollatorWithFlattening()(rows)
+    assert rows == [{"input_ids": [1, 2, 3, 4, 5], "seq_lengths": [2, 3]}]
+
+
 def test_ints_beyond_2_53_stay_exact_beside_floats():
     rows = [{"input_ids": [1, 2, 3], "labels": [9007199254740993, 9007199254740993, 0.5]}]
     ours = fastcollate.DataCollatorWithFlattening()(rows)

@@ -26,7 +26,9 @@ class DataCollatorWithFlattening(TakesArrowBatches, DefaultDataCollator):
 
     Unlike transformers, labels of a different length than `input_ids` in a row, and empty
     sequences, raise a ValueError naming the row instead of building a batch whose `labels`
-    and `input_ids` lengths disagree."""
+    and `input_ids` lengths disagree; so do rows with a `seq_lengths` key (TRL's packed rows,
+    which transformers would silently read as one sequence each: use
+    `fastcollate.trl.DataCollatorForLanguageModeling(padding_free=True)` for them)."""
 
     def __init__(
         self,
@@ -57,6 +59,8 @@ class DataCollatorWithFlattening(TakesArrowBatches, DefaultDataCollator):
                 f'return_tensors must be one of ("pt", "np"), {return_tensors=} not supported'
             )
         features = batch_rows(features, "input_ids")
+        if "seq_lengths" in first_keys(features):
+            raise ValueError(_PACKED_ROWS)
         options = {
             "labels": "labels" in first_keys(features),
             "separator_id": checked_pad_id("separator_id", separator_id),
@@ -88,6 +92,17 @@ class DataCollatorWithFlattening(TakesArrowBatches, DefaultDataCollator):
         return batch
 
 
+# transformers' collator reads each row as one sequence, so a row that TRL's pack_dataset
+# filled with several (listed in `seq_lengths`) would get position ids and separators that run
+# across its sequences: wrong training data, silently. Honouring the key would change what a
+# transformers drop-in returns, so it is refused.
+_PACKED_ROWS = (
+    "row 0 has 'seq_lengths': it holds several packed sequences (TRL's pack_dataset), which "
+    "DataCollatorWithFlattening, like transformers', would read as one sequence, giving wrong "
+    "position_ids and labels. Use fastcollate.trl.DataCollatorForLanguageModeling(pad_token_id="
+    "..., padding_free=True), which restarts position ids at every packed sequence, or drop the "
+    "'seq_lengths' column for rows that each hold one sequence."
+)
 _INT64_MAX = 2**63 - 1
 _INT32_MAX = 2**31 - 1
 # Attention-mask keys for the padded input_ids / labels: no column can hold these names.

@@ -1,0 +1,144 @@
+"""TRL's SFT collator against fastcollate's, in one process, on the same batches.
+
+The rows are what `SFTTrainer` hands its collator after dataset preparation: a chat-SFT-like
+dataset (lognormal lengths around 400 tokens, capped at 2048) with `input_ids`, `labels` (the
+prompt part -100) and `completion_mask`, read through `datasets` as Python lists. Cases:
+
+- padded:       DataCollatorForLanguageModeling(pad_token_id)
+- padding-free: DataCollatorForLanguageModeling(pad_token_id, padding_free=True)
+- packed (bfd): rows from `trl.pack_dataset(dataset, 2048, strategy="bfd")` (`seq_lengths`),
+                padding_free=True, as SFTConfig(packing=True) sets it up
+- padded Arrow: fastcollate reads the batch from Arrow (`fastcollate.ArrowBatches`); TRL the
+                same rows through `datasets`
+
+Each batch is checked equal (keys, values, dtypes) before timing. Reported: microseconds per
+batch of the collator call alone (the rows are read beforehand, except the Arrow case, whose
+fastcollate figure includes reading from Arrow), best of --repeat, and TRL's time over
+fastcollate's.
+
+    python benches/bench_trl.py [--rows 4000] [--batch-size 8 32] [--repeat 5]
+
+Needs a release build (`maturin develop --release`): a debug build is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+import warnings
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import datasets  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import trl  # noqa: E402
+from trl.data_utils import pack_dataset  # noqa: E402
+from trl.trainer.sft_trainer import DataCollatorForLanguageModeling as TRLCollator  # noqa: E402
+
+import fastcollate  # noqa: E402
+import fastcollate.trl  # noqa: E402
+
+PAD_ID = 151643  # a Qwen-style pad id: a real vocabulary's range
+MAX_LENGTH = 2048
+
+
+def sft_dataset(rows: int, seed: int = 0) -> datasets.Dataset:
+    rng = np.random.default_rng(seed)
+    lengths = np.clip(rng.lognormal(np.log(400), 0.6, rows).astype(np.int64), 16, MAX_LENGTH)
+    input_ids, labels, completion_mask = [], [], []
+    for length in lengths:
+        ids = rng.integers(0, 150000, length).tolist()
+        prompt = int(rng.integers(4, max(5, length // 2)))
+        input_ids.append(ids)
+        labels.append([-100] * prompt + ids[prompt:])
+        completion_mask.append([0] * prompt + [1] * (length - prompt))
+    return datasets.Dataset.from_dict(
+        {"input_ids": input_ids, "labels": labels, "completion_mask": completion_mask}
+    )
+
+
+def batches(dataset: datasets.Dataset, batch_size: int, count: int) -> list[list[dict]]:
+    order = np.random.default_rng(1).permutation(len(dataset))
+    return [
+        dataset.__getitems__(order[i * batch_size : (i + 1) * batch_size].tolist())
+        for i in range(count)
+    ]
+
+
+def per_batch(collate, inputs: list, repeat: int) -> float:
+    """Best over `repeat` passes of the mean microseconds per call."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for batch in inputs:
+            collate(batch)
+        best = min(best, (time.perf_counter() - start) / len(inputs))
+    return best * 1e6
+
+
+def same(ours: dict, theirs: dict) -> None:
+    assert list(ours) == list(theirs), (list(ours), list(theirs))
+    for key, value in theirs.items():
+        if isinstance(value, torch.Tensor):
+            assert ours[key].dtype == value.dtype and torch.equal(ours[key], value), key
+        else:
+            assert ours[key] == value, key
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=4000)
+    parser.add_argument("--batch-size", type=int, nargs="+", default=[8, 32])
+    parser.add_argument("--batches", type=int, default=20, help="batches timed per pass")
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    if fastcollate.build_profile != "release":
+        sys.exit(
+            f"fastcollate is a {fastcollate.build_profile} build: timings would mean nothing. "
+            "Build it with `maturin develop --release` (or pip install .)."
+        )
+    warnings.simplefilter("ignore")
+    torch.set_num_threads(1)
+    print(
+        f"fastcollate {fastcollate.__version__} ({fastcollate.build_profile}), trl "
+        f"{trl.__version__}, torch {torch.__version__}, Python {platform.python_version()}, "
+        f"{platform.machine()}"
+    )
+    dataset = sft_dataset(args.rows)
+    packed = pack_dataset(dataset.select_columns(["input_ids", "labels"]), MAX_LENGTH, "bfd")
+    cases = [
+        ("padded", dataset, {}, False),
+        ("padding-free", dataset, {"padding_free": True}, False),
+        ("packed (bfd)", packed, {"padding_free": True}, False),
+        ("padded, Arrow", dataset, {}, True),
+    ]
+    print(f"{'case':<16}{'batch':>6}{'TRL µs':>12}{'fastcollate µs':>16}{'ratio':>9}")
+    for name, data, options, arrow in cases:
+        theirs = TRLCollator(pad_token_id=PAD_ID, **options)
+        ours = fastcollate.trl.DataCollatorForLanguageModeling(pad_token_id=PAD_ID, **options)
+        wrapper = fastcollate.ArrowBatches(data) if arrow else None
+        for batch_size in args.batch_size:
+            count = min(args.batches, len(data) // batch_size)
+            rows = batches(data, batch_size, count)
+            inputs = rows
+            if arrow:
+                order = np.random.default_rng(1).permutation(len(data))
+                inputs = [
+                    wrapper.__getitems__(order[i * batch_size : (i + 1) * batch_size].tolist())
+                    for i in range(count)
+                ]
+            for ours_input, rows_input in zip(inputs[:3], rows[:3], strict=True):
+                same(ours(ours_input), theirs(rows_input))
+            trl_us = per_batch(theirs, rows, args.repeat)
+            ours_us = per_batch(ours, inputs, args.repeat)
+            print(
+                f"{name:<16}{batch_size:>6}{trl_us:>12.0f}{ours_us:>16.0f}{trl_us / ours_us:>8.0f}x"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,17 @@
+"""Fast replacements for TRL's collators (TRL >= 1.16), same constructors and output.
+
+`DataCollatorForLanguageModeling` is `SFTTrainer`'s collator: padded rows, or one padding-free
+row (`padding_free=True`), with pre-packed rows' `seq_lengths` honoured. It subclasses TRL's
+class, so TRL's own `isinstance` checks see it. `pack_dataset` is TRL's `pack_dataset` (the
+same packed dataset), decided in Rust from the Arrow offsets. Needs
+`pip install 'fastcollate[trl]'`.
+"""
+
+from .._internal.extras import require
+
+require("fastcollate.trl", "trl", "torch", "trl")
+
+from ..sampling.pack_dataset import pack_dataset  # noqa: E402
+from .language_modeling import DataCollatorForLanguageModeling  # noqa: E402
+
+__all__ = ["DataCollatorForLanguageModeling", "pack_dataset"]

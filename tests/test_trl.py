@@ -1,0 +1,306 @@
+"""Differential tests: `fastcollate.trl.DataCollatorForLanguageModeling` against TRL's own
+`trl.trainer.sft_trainer.DataCollatorForLanguageModeling` (TRL 1.16) on the same
+hypothesis-generated batches — list / numpy / torch rows, rows with and without labels, pre-packed
+rows (`seq_lengths`), rows carrying `completion_mask` / `assistant_masks`, every option — plus
+Arrow batches against the row path, bad input, and the optional-dependency hint. TRL pads on the
+right only (it has no padding side), so there is no left-padding case to compare."""
+
+from __future__ import annotations
+
+import copy
+import os
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("trl", reason="TRL 1.16 needs Python >= 3.11")
+
+import datasets  # noqa: E402
+from test_optional_dependencies import run_without  # noqa: E402
+from trl.trainer.sft_trainer import (  # noqa: E402
+    DataCollatorForLanguageModeling as TRLDataCollatorForLanguageModeling,
+)
+
+import fastcollate  # noqa: E402
+import fastcollate.trl  # noqa: E402
+from compare import assert_same_batch  # noqa: E402
+from fastcollate import ArrowBatches  # noqa: E402
+from fastcollate.trl import DataCollatorForLanguageModeling  # noqa: E402
+
+SETTINGS = settings(
+    max_examples=int(os.environ.get("FASTCOLLATE_EXAMPLES", 50)),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+def to_format(values, fmt, dtype):
+    if fmt == "list":
+        return list(values)
+    array = np.asarray(values, dtype=dtype)
+    return array if fmt == "numpy" else torch.from_numpy(array)
+
+
+@st.composite
+def pieces(draw, length):
+    """`length` cut into positive sequence lengths (a packed row's `seq_lengths`)."""
+    cuts = sorted(draw(st.sets(st.integers(1, length - 1), max_size=4))) if length > 1 else []
+    bounds = [0, *cuts, length]
+    return [b - a for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+@st.composite
+def sft_case(draw, formats=("list", "numpy", "torch", "mixed")):
+    fmt = draw(st.sampled_from(formats))
+    # One integer dtype per batch for arrays (TRL pads into the first row's).
+    dtype = np.int64 if fmt in ("list", "mixed") else draw(st.sampled_from([np.int64, np.int32]))
+    labels = draw(st.sampled_from(["all", "none", "some"]))
+    packed = draw(st.booleans())
+    masks = draw(st.booleans())
+    rows = []
+    for _ in range(draw(st.integers(1, 6))):
+        length = draw(st.integers(1, 24))
+        ids = draw(st.lists(st.integers(0, 30000), min_size=length, max_size=length))
+        row_fmt = draw(st.sampled_from(["list", "numpy", "torch"])) if fmt == "mixed" else fmt
+        row = {"input_ids": to_format(ids, row_fmt, dtype)}
+        if labels == "all" or (labels == "some" and draw(st.booleans())):
+            prompt = draw(st.integers(0, length))
+            row["labels"] = to_format([-100] * prompt + ids[prompt:], row_fmt, dtype)
+        if masks:
+            row["completion_mask"] = [int(j >= length // 2) for j in range(length)]
+            row["assistant_masks"] = [1] * length
+        if packed:
+            row["seq_lengths"] = draw(pieces(length))
+        rows.append(row)
+    options = {
+        "pad_token_id": draw(st.sampled_from([0, 2, 151643])),
+        "padding_free": draw(st.booleans()),
+        "return_position_ids": draw(st.booleans()),
+        "pad_to_multiple_of": draw(st.sampled_from([None, 1, 4, 8, 64])),
+    }
+    event(f"format={fmt} labels={labels} packed={packed} padding_free={options['padding_free']}")
+    return rows, options
+
+
+def assert_unchanged(rows, before):
+    assert len(rows) == len(before)
+    for row, old in zip(rows, before, strict=True):
+        assert list(row) == list(old)
+        for key, value in row.items():
+            assert type(value) is type(old[key]), key
+            if isinstance(value, (np.ndarray, torch.Tensor)):
+                assert value.dtype == old[key].dtype, key
+                assert np.array_equal(np.asarray(value), np.asarray(old[key])), key
+            else:
+                assert value == old[key], key
+
+
+def theirs(rows, options):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.tensor(tensor) warns inside TRL
+        return TRLDataCollatorForLanguageModeling(**options)(copy.deepcopy(rows))
+
+
+@SETTINGS
+@given(case=sft_case())
+def test_same_output_as_trl(case):
+    rows, options = case
+    before = copy.deepcopy(rows)
+    ours = DataCollatorForLanguageModeling(**options)(rows)
+    assert_unchanged(rows, before)
+    expected = theirs(rows, options)
+    assert_same_batch(ours, expected)
+    if options["padding_free"]:
+        assert ours["cu_seq_lens_q"] is ours["cu_seq_lens_k"]  # one tensor, as in TRL
+
+
+def test_docstring_examples_and_packed_position_ids():
+    collator = DataCollatorForLanguageModeling(pad_token_id=0, padding_free=True)
+    rows = [{"input_ids": [1, 2, 3, 4, 5], "seq_lengths": [2, 3]}, {"input_ids": [6, 7]}]
+    rows[1]["seq_lengths"] = [2]
+    batch = collator(rows)
+    assert batch["position_ids"].tolist() == [[0, 1, 0, 1, 2, 0, 1]]
+    assert batch["labels"].tolist() == [[-100, 2, -100, 4, 5, -100, 7]]
+    assert batch["cu_seq_lens_q"].tolist() == [0, 2, 5, 7]
+    assert batch["seq_idx"].tolist() == [[0, 0, 1, 1, 1, 2, 2]]
+    assert batch["max_length_q"] == batch["max_length_k"] == 3
+    assert_same_batch(batch, theirs(rows, {"pad_token_id": 0, "padding_free": True}))
+
+
+def test_padding_free_pad_to_multiple_of_makes_each_pad_a_sequence_as_trl_does():
+    rows = [{"input_ids": [1, 2, 3]}, {"input_ids": [4, 5]}]
+    options = {"pad_token_id": 0, "padding_free": True, "pad_to_multiple_of": 8}
+    batch = DataCollatorForLanguageModeling(**options)(rows)
+    assert batch["cu_seq_lens_q"].tolist() == [0, 3, 5, 6, 7, 8]
+    assert_same_batch(batch, theirs(rows, options))
+
+
+def test_is_trls_class_and_keeps_its_constructor():
+    collator = DataCollatorForLanguageModeling(7, padding_free=True)
+    assert isinstance(collator, TRLDataCollatorForLanguageModeling)
+    assert (collator.pad_token_id, collator.padding_free, collator.return_tensors) == (
+        7,
+        True,
+        "pt",
+    )
+    assert collator.accepts_arrow_batches
+
+    class Custom(DataCollatorForLanguageModeling):
+        def torch_call(self, examples):
+            return super().torch_call(list(examples))
+
+    assert not Custom(0).accepts_arrow_batches
+
+
+def test_outputs_are_numpy_buffers_shared_with_torch():
+    batch = DataCollatorForLanguageModeling(pad_token_id=0)(
+        [{"input_ids": [1, 2, 3]}, {"input_ids": [4]}]
+    )
+    for tensor in batch.values():
+        # torch.from_numpy keeps the array alive as the tensor's base: no copy was made.
+        assert tensor.numpy().base is not None or tensor.numpy().flags.owndata
+
+
+# --- bad input ----------------------------------------------------------------------------------
+
+BAD = [
+    ([{"input_ids": [1]}, {"labels": [1]}], {}, ValueError, r"input_ids.*row 1|row 1.*input_ids"),
+    ([{"labels": [1]}], {}, ValueError, "input_ids"),
+    ([{"input_ids": [1, 2], "labels": [1]}], {}, ValueError, "'labels' in row 0"),
+    (
+        [{"input_ids": [1, 2], "labels": [1, 2]}, {"input_ids": [3], "labels": [3, 4]}],
+        {"padding_free": True},
+        ValueError,
+        "'labels' in row 1",
+    ),
+    ([{"input_ids": [1]}, {"input_ids": [1, 2.5]}], {}, TypeError, "'input_ids' in row 1"),
+    ([{"input_ids": np.array([1.0, 2.0])}], {}, TypeError, "'input_ids' in row 0"),
+    (
+        [{"input_ids": [1]}, {"input_ids": torch.tensor([True])}],
+        {"padding_free": True},
+        TypeError,
+        "'input_ids' in row 1",
+    ),
+    ([{"input_ids": [1, "a"]}], {}, TypeError, "'input_ids' in row 0"),
+    ([{"input_ids": [1, None]}], {}, TypeError, "'input_ids' in row 0"),
+    ([{"input_ids": 5}], {}, ValueError, "'input_ids' in row 0"),
+    (
+        [{"input_ids": [1, 2, 3], "seq_lengths": [2]}],
+        {"padding_free": True},
+        ValueError,
+        "'seq_lengths' in row 0",
+    ),
+    (
+        [{"input_ids": [1, 2], "seq_lengths": [2]}, {"input_ids": [1, 2], "seq_lengths": [1, 2]}],
+        {"return_position_ids": True},
+        ValueError,
+        "'seq_lengths' in row 1",
+    ),
+    (
+        [{"input_ids": [1, 2], "seq_lengths": [0, 2]}],
+        {"padding_free": True},
+        ValueError,
+        "'seq_lengths' in row 0",
+    ),
+    (
+        [{"input_ids": [1, 2], "seq_lengths": [2]}, {"input_ids": [1]}],
+        {"padding_free": True},
+        ValueError,
+        "row 1.*seq_lengths",
+    ),
+    (
+        [{"input_ids": [1, 2], "seq_lengths": [1.5, 0.5]}],
+        {"padding_free": True},
+        TypeError,
+        "'seq_lengths' in row 0",
+    ),
+    ([], {}, ValueError, "empty"),
+    ([{"input_ids": []}, {"input_ids": []}], {"padding_free": True}, ValueError, "no tokens"),
+    ([{"input_ids": [1]}], {"pad_to_multiple_of": 0}, ValueError, "pad_to_multiple_of"),
+    ([{"input_ids": [1]}], {"pad_token_id": None}, TypeError, "pad_token_id"),
+    ([{"input_ids": np.array([1], dtype=np.uint32)}], {}, TypeError, "'input_ids' in row 0"),
+    (
+        [{"input_ids": np.array([1], np.int8)}, {"input_ids": [300]}],
+        {},
+        ValueError,
+        "int8",
+    ),
+]
+
+
+@pytest.mark.parametrize(("rows", "options", "error", "match"), BAD)
+def test_bad_input_names_key_and_row_and_leaves_rows_alone(rows, options, error, match):
+    before = copy.deepcopy(rows)
+    options = {"pad_token_id": 0, **options}
+    with pytest.raises(error, match=match):
+        DataCollatorForLanguageModeling(**options)(rows)
+    assert_unchanged(rows, before)
+
+
+def test_only_pt_as_in_trl():
+    collator = DataCollatorForLanguageModeling(pad_token_id=0)
+    with pytest.raises(ValueError, match="not recognized"):
+        collator([{"input_ids": [1]}], return_tensors="tf")
+
+
+# --- Arrow batches ------------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(case=sft_case(formats=("list",)), data=st.data())
+def test_arrow_batches_equal_the_row_path(case, data):
+    rows, options = case
+    # A datasets column exists in every row: labels in all rows or none.
+    if any("labels" in row for row in rows):
+        for row in rows:
+            row.setdefault("labels", list(row["input_ids"]))
+    dataset = datasets.Dataset.from_list(rows)
+    indices = data.draw(st.permutations(range(len(rows))))
+    batch = ArrowBatches(dataset).__getitems__(list(indices))
+    picked = [rows[i] for i in indices]
+    ours = DataCollatorForLanguageModeling(**options)(batch)
+    assert_same_batch(ours, DataCollatorForLanguageModeling(**options)(picked))
+    assert_same_batch(ours, theirs(picked, options))
+
+
+def test_arrow_batches_raise_as_the_rows_do():
+    rows = [{"input_ids": [1, 2, 3], "seq_lengths": [1, 1]}]
+    batch = ArrowBatches(datasets.Dataset.from_list(rows)).__getitems__([0])
+    with pytest.raises(ValueError, match="'seq_lengths' in row 0"):
+        DataCollatorForLanguageModeling(pad_token_id=0, padding_free=True)(batch)
+
+
+# --- the packed rows fastcollate.DataCollatorWithFlattening refuses -----------------------------
+
+
+def test_flattening_collator_refuses_packed_rows_and_points_here():
+    rows = [{"input_ids": [1, 2, 3, 4, 5], "seq_lengths": [2, 3]}]
+    for batch in (rows, ArrowBatches(datasets.Dataset.from_list(rows)).__getitems__([0])):
+        with pytest.raises(ValueError, match=r"row 0 has 'seq_lengths'.*fastcollate\.trl"):
+            fastcollate.DataCollatorWithFlattening()(batch)
+    # What the right collator gives for them:
+    batch = DataCollatorForLanguageModeling(pad_token_id=0, padding_free=True)(rows)
+    assert batch["position_ids"].tolist() == [[0, 1, 0, 1, 2]]
+
+
+# --- optional dependency ------------------------------------------------------------------------
+
+
+def test_without_trl_the_import_says_how_to_install_it():
+    done = run_without(
+        ["trl"],
+        """
+        import fastcollate
+        try:
+            import fastcollate.trl
+        except ImportError as err:
+            print(err)
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "fastcollate.trl needs" in done.stdout
+    assert "pip install 'fastcollate[trl]'" in done.stdout
