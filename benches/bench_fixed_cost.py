@@ -43,6 +43,31 @@ def best_of(function, number: int, repeat: int) -> float:
     return min(timeit.repeat(function, number=number, repeat=repeat)) / number * 1e6
 
 
+def measure(collator, batch: list, real, number: int, repeat: int) -> tuple[float, float, float]:
+    """(the call, the call with the native collation stubbed, the stub alone), in µs."""
+    whole = best_of(lambda: collator(batch), number, repeat)
+    # What the native call returns for this batch (tensors under "pt"), recorded once.
+    recorded: dict = {}
+
+    def record(*call_args, **call_kwargs):
+        out = real.collate(*call_args, **call_kwargs)
+        recorded.update(out)
+        return out
+
+    recording = StubbedNative(real, {})
+    recording.collate = record
+    native_entry._native = recording
+    try:
+        collator(batch)
+        stub = StubbedNative(real, recorded)
+        native_entry._native = stub
+        stubbed = best_of(lambda: collator(batch), number, repeat)
+        alone = best_of(stub.collate, number, repeat)
+    finally:
+        native_entry._native = real
+    return whole, stubbed, alone
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch-sizes", default="1,8,32", help="(default: %(default)s)")
@@ -64,28 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     for fmt in args.formats.split(","):
         formatted = workload.as_format(rows, fmt)
         for batch_size in map(int, args.batch_sizes.split(",")):
-            batch = formatted[:batch_size]
-            number = 2000 if batch_size < 32 else 500
-            whole = best_of(lambda: collator(batch), number, args.repeat)
-            # What the native call returns for this batch (tensors under "pt"): recorded once.
-            recorded = {}
-
-            def record(*call_args, **call_kwargs):
-                out = real.collate(*call_args, **call_kwargs)
-                recorded.update(out)
-                return out
-
-            recording = StubbedNative(real, {})
-            recording.collate = record
-            native_entry._native = recording
-            try:
-                collator(batch)
-                stub = StubbedNative(real, recorded)
-                native_entry._native = stub
-                stubbed = best_of(lambda: collator(batch), number, args.repeat)
-                alone = best_of(lambda: stub.collate(), number, args.repeat)
-            finally:
-                native_entry._native = real
+            whole, stubbed, alone = measure(
+                collator, formatted[:batch_size], real, 2000 if batch_size < 32 else 500,
+                args.repeat,
+            )
             print(
                 f"| {fmt} | {batch_size} | {whole:.1f} | {stubbed:.2f} | {alone:.2f} | "
                 f"**{stubbed - alone:.2f}** |",

@@ -127,7 +127,12 @@ def test_format_is_restored_like_trl(dataset, strategy, format_type):
     columns = dataset.column_names[:1] if len(dataset.column_names) > 1 else None
     dataset = dataset.with_format(format_type, columns=columns)
     ours = pack_dataset(dataset, 4, strategy)
-    theirs = trl_pack(dataset, 4, strategy)
+    try:
+        theirs = trl_pack(dataset, 4, strategy)
+    except pa.ArrowNotImplementedError:
+        # TRL's bfd crashes on an all-empty batch (see test_equal_to_trl).
+        assert strategy != "wrapped" and batches_all_empty(dataset, 1000)
+        return
     assert ours.format == theirs.format
     assert_same(ours.with_format(None), theirs.with_format(None))
 
