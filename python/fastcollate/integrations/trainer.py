@@ -109,8 +109,8 @@ class Trainer(transformers.Trainer):
         return wrap_for_trainer(dataset, self.data_collator)
 
     def _get_dataloader(self, *args: Any, **kwargs: Any) -> Any:
-        # With a GPU, the collator fills pinned batches itself and the DataLoader's own
-        # pinning (a second copy of every batch) is turned off for this DataLoader.
+        # With a GPU, the collator returns its batches in pinned memory (one copy after
+        # padding), so this DataLoader's own pinning step is turned off.
         collator = self.data_collator
         if not pins_in_collator(self.args, collator, torch.cuda.is_available()):
             return super()._get_dataloader(*args, **kwargs)
