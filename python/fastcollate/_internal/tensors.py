@@ -130,6 +130,43 @@ def convert(
     return out
 
 
+def check_pin_memory(pin_memory: bool, return_tensors: str | None) -> None:
+    """Raises unless `pin_memory=True` can be honoured: torch tensors out ("pt") and CUDA present
+    (page-locked memory is CUDA's; pinning without it has nothing to pin for)."""
+    if not pin_memory:
+        return
+    if return_tensors != "pt":
+        raise ValueError(
+            f"pin_memory=True needs return_tensors='pt' (pinned memory holds torch tensors), "
+            f"not {return_tensors!r}"
+        )
+    if not torch_module().cuda.is_available():
+        raise RuntimeError(
+            "pin_memory=True needs CUDA: torch.cuda.is_available() is False here, so there is "
+            "no page-locked memory to fill and no device to copy to; leave pin_memory=False"
+        )
+
+
+def pin_tensors(batch: dict) -> None:
+    """Replaces every torch tensor of `batch` with a copy in page-locked host memory (torch's
+    pinned allocator), so `.to("cuda", non_blocking=True)` copies asynchronously. This is the
+    copy `DataLoader(pin_memory=True)` makes, done by the collator instead."""
+    torch = torch_module()
+    from torch.utils.data import get_worker_info
+
+    if get_worker_info() is not None:
+        # A worker's batch is moved to shared memory on its way to the main process, which
+        # drops the pinning (and a forked worker cannot start CUDA).
+        raise RuntimeError(
+            "pin_memory=True cannot pin in a DataLoader worker (num_workers > 0): the batch "
+            "leaves the worker through shared memory, unpinned; use "
+            "DataLoader(pin_memory=True) there instead"
+        )
+    for key, value in batch.items():
+        if isinstance(value, torch.Tensor):
+            batch[key] = value.pin_memory()
+
+
 _BATCH_ENCODING: list = []
 
 

@@ -13,9 +13,11 @@ from .._internal.rows import first_row, missing_main_input
 from .._internal.stacked_masks import put_back, set_aside_masks
 from .._internal.tensors import (
     batch_encoding,
+    check_pin_memory,
     check_return_tensors,
     convert,
     is_torch_tensor,
+    pin_tensors,
     torch_module,
 )
 from ..arrow import ArrowBatch
@@ -88,6 +90,7 @@ def pad(
     pad_token_type_id: int = 0,
     model_input_names: Sequence[str] | None = None,
     verbose: bool = True,
+    pin_memory: bool = False,
 ):
     """Pads a batch (list of mappings, or mapping of lists) or one example, like
     `tokenizer.pad(...)`, with the same result. The docs page "What differs from
@@ -111,6 +114,11 @@ def pad(
       the padding (default: the tokenizer's, else `("input_ids", "token_type_ids",
       "attention_mask")`); an attention mask is added when "attention_mask" is among them.
     - `padding_side`: "right" (the default without a tokenizer) or "left".
+
+    - `pin_memory`: return the tensors in page-locked host memory (torch's pinned allocator),
+      ready for `.to("cuda", non_blocking=True)`. Needs `return_tensors="pt"` and CUDA (else
+      it raises before padding anything); each tensor is copied there once after padding,
+      the copy `DataLoader(pin_memory=True)` would make.
 
     `verbose` is accepted as `tokenizer.pad` accepts it; fastcollate prints no warnings.
     """
@@ -162,6 +170,8 @@ def pad(
         )
     if return_tensors is None:
         return_tensors = main_kind
+    if pin_memory:
+        check_pin_memory(pin_memory, return_tensors)
 
     # Masks of two or more dimensions per row are stacked as they are, not padded.
     aside = None if single or isinstance(features, ArrowBatch) else set_aside_masks(features)
@@ -200,6 +210,8 @@ def pad(
         put_back(out, aside, return_tensors)
     if single:
         out = {key: _unbatch(value) for key, value in out.items()}
+    if pin_memory:
+        pin_tensors(out)
     return batch_encoding(out)
 
 
@@ -237,13 +249,23 @@ def _unbatch(value: Any) -> Any:
 @dataclass
 class DataCollatorWithPadding:
     """Same fields and output as `transformers.DataCollatorWithPadding`: pads with the
-    tokenizer's settings, then renames `label` / `label_ids` to `labels`."""
+    tokenizer's settings, then renames `label` / `label_ids` to `labels`.
+
+    One field transformers does not have: `pin_memory=True` returns the batch in page-locked
+    host memory (see `pad`). It needs CUDA and `return_tensors="pt"`, checked here at
+    construction, and `num_workers=0` in the DataLoader (a worker's batch reaches the main
+    process through shared memory, unpinned): a call in a worker raises."""
 
     tokenizer: Any
     padding: bool | str = True
     max_length: int | None = None
     pad_to_multiple_of: int | None = None
     return_tensors: str = "pt"
+    pin_memory: bool = False
+
+    def __post_init__(self):
+        return_tensors = getattr(self.return_tensors, "value", self.return_tensors)
+        check_pin_memory(self.pin_memory, return_tensors)
 
     @property
     def accepts_arrow_batches(self) -> bool:
@@ -258,6 +280,7 @@ class DataCollatorWithPadding:
             max_length=self.max_length,
             pad_to_multiple_of=self.pad_to_multiple_of,
             return_tensors=self.return_tensors,
+            pin_memory=self.pin_memory,
         )
         # Renamed in the underlying dict: a BatchEncoding's Python-level item methods cost
         # about a microsecond a batch, a tenth of a small batch's time.

@@ -3,6 +3,7 @@ length grouping. Everything else is transformers' own loop."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import warnings
 from typing import Any
@@ -62,6 +63,21 @@ def unwrap(dataset: Any) -> Any:
     return dataset.dataset if isinstance(dataset, ArrowBatches) else dataset
 
 
+def pins_in_collator(args: Any, data_collator: Any, cuda_available: bool) -> bool:
+    """Whether the collator should return pinned batches in place of the DataLoader pinning
+    them: `dataloader_pin_memory` on, a GPU present, batches collated in the main process
+    (`dataloader_num_workers=0`; a worker's batch arrives unpinned) and a collator with a
+    `pin_memory` field (fastcollate's DataCollatorWithPadding) returning torch tensors."""
+    return (
+        bool(args.dataloader_pin_memory)
+        and cuda_available
+        and args.dataloader_num_workers == 0
+        and dataclasses.is_dataclass(data_collator)
+        and getattr(data_collator, "pin_memory", None) is False
+        and getattr(data_collator, "return_tensors", None) == "pt"
+    )
+
+
 _TRAINER_SIGNATURE = inspect.signature(transformers.Trainer.__init__)
 
 
@@ -112,6 +128,20 @@ class Trainer(transformers.Trainer):
         # columns all read from Arrow is collated straight from its buffers (same batches).
         dataset = super()._remove_unused_columns(dataset, description=description)
         return wrap_for_trainer(dataset, self.data_collator)
+
+    def _get_dataloader(self, *args: Any, **kwargs: Any) -> Any:
+        # With a GPU, the collator returns its batches in pinned memory (one copy after
+        # padding), so this DataLoader's own pinning step is turned off.
+        collator = self.data_collator
+        if not pins_in_collator(self.args, collator, torch.cuda.is_available()):
+            return super()._get_dataloader(*args, **kwargs)
+        self.data_collator = dataclasses.replace(collator, pin_memory=True)
+        self.args.dataloader_pin_memory = False
+        try:
+            return super()._get_dataloader(*args, **kwargs)
+        finally:
+            self.data_collator = collator
+            self.args.dataloader_pin_memory = True
 
     def _dataset_lengths(self, dataset: Any) -> Any:
         # The same sources as transformers: the length column when the dataset has it (after
