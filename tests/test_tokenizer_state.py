@@ -119,3 +119,12 @@ def test_the_cache_tells_tokenizers_apart(model_path):
             ours = fastcollate.DataCollatorWithPadding(tok)([dict(r) for r in ROWS])
             theirs = transformers.DataCollatorWithPadding(tok)([dict(r) for r in ROWS])
             assert_same_batch(ours, theirs)
+
+
+def test_an_unhashable_option_gets_the_usual_error(bert_tokenizer):
+    # The remembered pad groups are keyed by the options: one that cannot be a key must still
+    # reach the option checks (not fail as "unhashable").
+    rows = [dict(r) for r in ROWS]
+    for _ in range(2):
+        with pytest.raises(ValueError, match="max_length must be a non-negative integer"):
+            fastcollate.pad(rows, bert_tokenizer, padding="max_length", max_length=[3])

@@ -244,7 +244,11 @@ def padding_group(
     fast_key = (id(settings), padding, type(padding), max_length, type(max_length),
                 pad_to_multiple_of, type(pad_to_multiple_of), return_attention_mask,
                 type(return_attention_mask))
-    known = _GROUPS_OF_SETTINGS.get(fast_key)
+    try:
+        known = _GROUPS_OF_SETTINGS.get(fast_key)
+    except TypeError:  # an unhashable option: worked out (and reported) the long way
+        return _padding_group(settings, padding, max_length, pad_to_multiple_of,
+                              return_attention_mask)
     if known is not None and known[0] is settings:
         return known[1]
     group = _padding_group(settings, padding, max_length, pad_to_multiple_of,

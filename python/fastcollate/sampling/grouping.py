@@ -13,20 +13,9 @@ from typing import Any
 import numpy as np
 
 from .. import _native
+from .._internal.options import checked_count
 from .._internal.tensors import torch_module
 from .lengths import as_lengths
-
-
-def checked_batch_size(batch_size: Any) -> int:
-    if isinstance(batch_size, bool):
-        raise TypeError("batch_size must be an integer, not a bool")
-    try:
-        batch_size = operator.index(batch_size)
-    except TypeError:
-        raise TypeError(f"batch_size must be an integer, not {type(batch_size).__name__}") from None
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1, not {batch_size}")
-    return batch_size
 
 
 def grouped_indices_array(
@@ -62,5 +51,5 @@ def get_length_grouped_indices(
     Differences: bad input raises early (negative or non-integer lengths, batch_size < 1), and
     no lengths give no indices where transformers raises."""
     array = as_lengths(lengths)
-    batch_size = checked_batch_size(batch_size)
+    batch_size = checked_count(batch_size, "batch_size", 1)
     return grouped_indices_array(array, batch_size, mega_batch_mult, generator).tolist()

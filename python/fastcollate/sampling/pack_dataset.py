@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import _native
 from .._internal.extras import require
+from .._internal.options import checked_count
 
 STRATEGIES = ("bfd", "bfd_split", "wrapped")
 INT32_MAX = 2**31 - 1
@@ -102,7 +103,7 @@ def pack_dataset(
 
     if strategy not in STRATEGIES:
         raise ValueError(f"Invalid packing strategy '{strategy}', must be one of {STRATEGIES}.")
-    seq_length = checked_seq_length(seq_length)
+    seq_length = checked_count(seq_length, "seq_length", 1)
     map_kwargs = dict(map_kwargs or {})
     if isinstance(dataset, (datasets.IterableDataset, datasets.IterableDatasetDict)):
         if whole_dataset:
@@ -127,18 +128,6 @@ def pack_dataset(
         f"pack_dataset needs a datasets.Dataset, DatasetDict, IterableDataset or "
         f"IterableDatasetDict, not {type(dataset).__name__}"
     )
-
-
-def checked_seq_length(value: Any) -> int:
-    if isinstance(value, bool) or isinstance(value, float):
-        raise TypeError(f"seq_length must be an int, not {type(value).__name__}")
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise TypeError(f"seq_length must be an int, not {type(value).__name__}") from None
-    if value < 1:
-        raise ValueError(f"seq_length must be a positive int, got {value}")
-    return value
 
 
 def dataset_format(dataset: Any, strategy: str) -> dict[str, Any]:

@@ -3,30 +3,17 @@ padding-free training with `DataCollatorWithFlattening`."""
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from .. import _native
+from .._internal.options import checked_count
 from .lengths import as_lengths, reject_stream
 from .sharding import copies_per_batch, inferred_world
 
 DEFAULT_WINDOW_SIZE = 1024
-
-
-def checked_count(value: Any, name: str, minimum: int) -> int:
-    """`value` as an int >= `minimum`; a TypeError / ValueError naming `name` otherwise."""
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an integer, not a bool")
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an integer, not {type(value).__name__}") from None
-    if value < minimum:
-        raise ValueError(f"{name} must be at least {minimum}, not {value}")
-    return value
 
 
 def split_batches(indices: np.ndarray, offsets: np.ndarray) -> list[list[int]]:

@@ -13,8 +13,9 @@ import torch
 from torch.utils.data import Sampler
 
 from .. import _native
+from .._internal.options import checked_count
 from .lengths import as_lengths, reject_stream
-from .packing import checked_count, split_batches
+from .packing import split_batches
 from .sharding import copies_per_batch
 
 

@@ -11,7 +11,8 @@ import numpy as np
 import torch
 from torch.utils.data import DistributedSampler, Sampler
 
-from .grouping import checked_batch_size, grouped_indices_array
+from .._internal.options import checked_count
+from .grouping import grouped_indices_array
 from .lengths import as_lengths, reject_stream, sequence_lengths
 
 
@@ -55,7 +56,7 @@ class LengthGroupedSampler(Sampler):
         model_input_name: str | None = None,
         generator: Any = None,
     ):
-        self.batch_size = checked_batch_size(batch_size)
+        self.batch_size = checked_count(batch_size, "batch_size", 1)
         self.lengths = _resolve_lengths(dataset, lengths, model_input_name, "LengthGroupedSampler")
         self.generator = generator
 
@@ -104,7 +105,7 @@ class DistributedLengthGroupedSampler(DistributedSampler):
                 f"Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}]"
             )
 
-        self.batch_size = checked_batch_size(batch_size)
+        self.batch_size = checked_count(batch_size, "batch_size", 1)
         self.num_replicas = num_replicas
         self.rank = rank
         self.epoch = 0
