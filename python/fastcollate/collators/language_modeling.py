@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .. import _native
-from .._internal.originals import original
+from .._internal.patching import original
 from .._internal.tensors import is_torch_tensor, torch_module
 from ..arrow import ArrowBatch
 from .base import TakesArrowBatches, framework

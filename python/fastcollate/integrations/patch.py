@@ -3,14 +3,11 @@ fastcollate's collators, samplers and grouping, with an undo."""
 
 from __future__ import annotations
 
-import importlib
-import sys
-from types import ModuleType
 from typing import Any
 
 from .. import collators, sampling
 from .._internal.extras import require
-from .._internal.originals import original, remember, restore_all
+from .._internal.patching import Patch, apply, original, restore
 from ..collators import DataCollatorWithPadding
 
 # Where transformers binds each name that fastcollate replaces. `transformers.trainer` imports
@@ -31,22 +28,6 @@ _TARGETS: dict[str, tuple[str, ...]] = {
     "get_length_grouped_indices": ("transformers.trainer_pt_utils",),
     "BatchRebalanceSampler": ("transformers.trainer_pt_utils", "transformers.trainer"),
 }
-
-def _module_objects(module_name: str) -> list[ModuleType]:
-    """Every live module object named `module_name`. transformers' processing_utils re-executes
-    `transformers/__init__.py` (direct_transformers_import), which puts a second top-level
-    `transformers` module in sys.modules while code that imported earlier holds the first; both
-    must be patched."""
-    current = sys.modules[module_name]
-    found = {id(current): current}
-    if module_name == "transformers":
-        for module in list(sys.modules.values()):
-            for value in list(getattr(module, "__dict__", {}).values()):
-                # type(), not isinstance(): some objects warn when asked for __class__.
-                if issubclass(type(value), ModuleType) and value.__name__ == module_name:
-                    found.setdefault(id(value), value)
-    return list(found.values())
-
 
 def _padding_collator_for_trainer(processing_class: Any, *args: Any, **kwargs: Any) -> Any:
     """What `transformers.trainer` calls as `DataCollatorWithPadding(processing_class)`:
@@ -87,26 +68,11 @@ def _replacements() -> dict[tuple[str, str], Any]:
     return found
 
 
-class TransformersPatch:
-    """Returned by `patch_transformers()`: `undo()` restores transformers' objects, and using it
-    as a context manager undoes the patch on exit."""
+class TransformersPatch(Patch):
+    """Returned by `patch_transformers()`: `undo()` restores transformers' objects (the same as
+    `unpatch_transformers()`), and using it as a context manager undoes the patch on exit."""
 
-    def __init__(self, patched: list[tuple[str, str]]):
-        self.patched = patched
-
-    def undo(self) -> None:
-        """Restores transformers' objects (the same as `unpatch_transformers()`)."""
-        unpatch_transformers()
-
-    def __enter__(self) -> TransformersPatch:
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.undo()
-
-    def __repr__(self) -> str:
-        names = sorted({f"{module}.{name}" for module, name in self.patched})
-        return f"TransformersPatch({', '.join(names)})"
+    owner = "transformers"
 
 
 def patch_transformers() -> TransformersPatch:
@@ -120,23 +86,9 @@ def patch_transformers() -> TransformersPatch:
     Undo with `unpatch_transformers()`, the returned handle's `undo()`, or
     `with fastcollate.patch_transformers(): ...`."""
     require("fastcollate.patch_transformers()", "transformers", "torch", "transformers")
-    replacements = _replacements()
-    # Import every target first: importing transformers.trainer replaces the top-level module.
-    module_names = sorted({module_name for module_name, _ in replacements})
-    for module_name in module_names:
-        importlib.import_module(module_name)
-    modules = {module_name: _module_objects(module_name) for module_name in module_names}
-    patched = []
-    for (module_name, name), replacement in replacements.items():
-        for module in modules[module_name]:
-            if not hasattr(module, name):
-                continue
-            remember(module, name)
-            setattr(module, name, replacement)
-        patched.append((module_name, name))
-    return TransformersPatch(patched)
+    return TransformersPatch(apply("transformers", _replacements()))
 
 
 def unpatch_transformers() -> None:
     """Restores every object `patch_transformers()` replaced. Does nothing when unpatched."""
-    restore_all()
+    restore("transformers")

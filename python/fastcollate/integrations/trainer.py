@@ -13,7 +13,7 @@ import transformers
 from transformers.trainer_utils import has_length
 
 from .._internal.datasets import is_datasets_dataset
-from .._internal.originals import original
+from .._internal.patching import original
 from ..arrow import ArrowBatches, accepts_arrow_batches
 from ..arrow.columns import python_format, readable_columns, visible_columns
 from ..collators import DataCollatorWithFlattening, DataCollatorWithPadding, default_data_collator

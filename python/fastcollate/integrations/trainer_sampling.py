@@ -16,7 +16,7 @@ from typing import Any
 from transformers.trainer_utils import has_length
 
 from .._internal.datasets import stream_kind
-from .._internal.originals import original
+from .._internal.patching import original
 from ..sampling.packing import PackedBatchSampler
 from ..sampling.rebalance import BatchRebalanceSampler
 from .training_args import PACKED
