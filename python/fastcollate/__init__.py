@@ -3,8 +3,9 @@
 Every public name takes the arguments of its transformers namesake, so switching is an import
 change. `__version__` is the package version; `build_profile` is "release" for an optimized
 build (wheels, `pip install`) and "debug" for a development build, whose timings mean nothing.
-`LengthGroupedSampler`, `DistributedLengthGroupedSampler` (need torch) and `Trainer` (needs
-transformers) are imported on first use.
+`LengthGroupedSampler`, `DistributedLengthGroupedSampler`, `BatchRebalanceSampler` (need
+torch), `Trainer`, `TrainingArguments` (need transformers) and `patch_trl`, `unpatch_trl`,
+`TRLPatch` (need TRL) are imported on first use.
 """
 
 from ._native import __version__, build_profile
@@ -46,6 +47,9 @@ __all__ = [
     "patch_transformers",
     "unpatch_transformers",
     "TransformersPatch",
+    "patch_trl",
+    "unpatch_trl",
+    "TRLPatch",
     "ArrowBatches",
     "ArrowBatch",
 ]
@@ -58,6 +62,9 @@ _LAZY = {
     "BatchRebalanceSampler": (".sampling.rebalance", "torch", ("torch",)),
     "Trainer": (".integrations.trainer", "transformers", ("torch", "transformers")),
     "TrainingArguments": (".integrations.training_args", "transformers", ("torch", "transformers")),
+    "patch_trl": (".trl.patch", "trl", ("torch", "trl")),
+    "unpatch_trl": (".trl.patch", "trl", ("torch", "trl")),
+    "TRLPatch": (".trl.patch", "trl", ("torch", "trl")),
 }
 
 

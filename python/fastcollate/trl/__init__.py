@@ -13,5 +13,12 @@ require("fastcollate.trl", "trl", "torch", "trl")
 
 from ..sampling.pack_dataset import pack_dataset  # noqa: E402
 from .language_modeling import DataCollatorForLanguageModeling  # noqa: E402
+from .patch import TRLPatch, patch_trl, unpatch_trl  # noqa: E402
 
-__all__ = ["DataCollatorForLanguageModeling", "pack_dataset"]
+__all__ = [
+    "DataCollatorForLanguageModeling",
+    "pack_dataset",
+    "patch_trl",
+    "unpatch_trl",
+    "TRLPatch",
+]

@@ -1,0 +1,74 @@
+"""`patch_trl()`: one opt-in call that makes an unchanged TRL script use fastcollate's
+collators, `pad` and `pack_dataset`, with an undo. The same machinery as
+`patch_transformers()`; each undoes only its own replacements."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._internal.extras import require
+from .._internal.patching import Patch, apply, restore
+
+# The trainers that import `trl.trainer.utils.pad` by value (each looks it up in its own
+# module's globals at call time).
+_PAD_USERS = (
+    "trl.trainer.utils",
+    "trl.trainer.sft_trainer",
+    "trl.trainer.dpo_trainer",
+    "trl.trainer.reward_trainer",
+    "trl.trainer.kto_trainer",
+    "trl.trainer.grpo_trainer",
+    "trl.trainer.rloo_trainer",
+)
+
+# fastcollate.trl's name -> where TRL binds the object it replaces, under which name.
+_TARGETS: dict[str, tuple[tuple[str, str], ...]] = {
+    "DataCollatorForLanguageModeling": (
+        ("trl.trainer.sft_trainer", "DataCollatorForLanguageModeling"),
+    ),
+    "pack_dataset": (
+        ("trl", "pack_dataset"),
+        ("trl.data_utils", "pack_dataset"),
+        ("trl.trainer.sft_trainer", "pack_dataset"),
+    ),
+}
+
+
+def _fastcollate_objects() -> dict[str, Any]:
+    """fastcollate's object for each name in `_TARGETS`."""
+    from ..sampling.pack_dataset import pack_dataset
+    from .language_modeling import DataCollatorForLanguageModeling
+
+    return {
+        "DataCollatorForLanguageModeling": DataCollatorForLanguageModeling,
+        "pack_dataset": pack_dataset,
+    }
+
+
+class TRLPatch(Patch):
+    """Returned by `patch_trl()`: `undo()` restores TRL's objects (the same as
+    `unpatch_trl()`), and using it as a context manager undoes the patch on exit."""
+
+    owner = "trl"
+
+
+def _replacements() -> dict[tuple[str, str], Any]:
+    objects = _fastcollate_objects()
+    return {place: objects[name] for name, places in _TARGETS.items() for place in places}
+
+
+def patch_trl() -> TRLPatch:
+    """Makes TRL build fastcollate's objects where TRL's modules look them up (`_TARGETS`
+    lists each place): `SFTTrainer`'s collator (`DataCollatorForLanguageModeling`) and
+    `pack_dataset` (`SFTConfig(packing=True)`). Code that imported a name before the call keeps
+    the object it imported. Calling it again is harmless.
+
+    Undo with `unpatch_trl()`, the returned handle's `undo()`, or
+    `with fastcollate.patch_trl(): ...`."""
+    require("fastcollate.patch_trl()", "trl", "torch", "trl")
+    return TRLPatch(apply("trl", _replacements()))
+
+
+def unpatch_trl() -> None:
+    """Restores every object `patch_trl()` replaced. Does nothing when unpatched."""
+    restore("trl")
