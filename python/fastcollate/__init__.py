@@ -41,6 +41,7 @@ __all__ = [
     "DistributedLengthGroupedSampler",
     "BatchRebalanceSampler",
     "PackedBatchSampler",
+    "PackedStream",
     "Trainer",
     "TrainingArguments",
     "patch_transformers",
@@ -56,6 +57,7 @@ _LAZY = {
     "LengthGroupedSampler": (".sampling.samplers", "torch", ("torch",)),
     "DistributedLengthGroupedSampler": (".sampling.samplers", "torch", ("torch",)),
     "BatchRebalanceSampler": (".sampling.rebalance", "torch", ("torch",)),
+    "PackedStream": (".sampling.packed_stream", "torch", ("torch",)),
     "Trainer": (".integrations.trainer", "transformers", ("torch", "transformers")),
     "TrainingArguments": (".integrations.training_args", "transformers", ("torch", "transformers")),
 }
