@@ -180,3 +180,25 @@ def test_the_checks_catch_violations(tmp_path, monkeypatch, source, expected):
         return
     with pytest.raises(AssertionError):
         checks[expected]()
+
+
+def test_no_class_defines_a_method_twice():
+    # A second definition silently replaces the first (a merge once left two `_get_dataloader`
+    # overrides in the Trainer, and the first one's checks never ran).
+    twice = []
+    for name, path in modules().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            seen: set[str] = set()
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    decorated = any(
+                        isinstance(d, ast.Attribute) and d.attr in ("setter", "deleter")
+                        for d in item.decorator_list
+                    )
+                    if item.name in seen and not decorated:
+                        twice.append(f"{name}.{node.name}.{item.name} (line {item.lineno})")
+                    seen.add(item.name)
+    assert not twice, "methods defined twice in one class:\n" + "\n".join(twice)

@@ -1,6 +1,7 @@
 """fastcollate.Trainer given a stream (`datasets.IterableDataset`, `to_iterable_dataset()`):
-the packed strategy, whose token budget a stream cannot honour, raises up front; the length
-strategies that transformers' Trainer skips for a stream warn, once."""
+the packed strategy packs it on the fly (`PackedStream`), every batch within the budget; a
+map-style dataset without a length still raises; the length strategies that transformers'
+Trainer skips for a stream warn, once."""
 
 from __future__ import annotations
 
@@ -46,32 +47,73 @@ class PlainStream(torch.utils.data.IterableDataset):
         return iter(self.dataset)
 
 
-def test_packed_stream_raises_at_init(tmp_path):
-    stream = datasets.Dataset.from_dict({"input_ids": counting_rows(40)}).to_iterable_dataset()
-    with pytest.raises(ValueError) as caught:
-        fastcollate.Trainer(model=tiny_model(), args=arguments(tmp_path, "packed"),
-                            train_dataset=stream)
-    assert str(caught.value) == (
-        "train_sampling_strategy='packed' cannot keep batches within max_tokens_per_batch=64: "
-        "the training dataset is a datasets.IterableDataset, and packing needs every row's "
-        "length up front and random access to the rows. Unpacked, its batches would be "
-        "per_device_train_batch_size rows of any length. Use a map-style datasets.Dataset "
-        "(load_dataset without streaming=True), or pack the stream into rows of at most 64 "
-        "tokens beforehand and train with another strategy"
-    )
+class RecordingTrainer(fastcollate.Trainer):
+    def compute_loss(self, model, inputs, *args, **kwargs):
+        self.seen.append((inputs["input_ids"][0].tolist(), inputs["position_ids"][0].tolist()))
+        return super().compute_loss(model, inputs, *args, **kwargs)
+
+
+def rows_seen(batches, sequences):
+    """The dataset rows in flattened batches (position ids restart at each row)."""
+    row_of = {tuple(s): i for i, s in enumerate(sequences)}
+    found = []
+    for ids, positions in batches:
+        starts = [k for k, p in enumerate(positions) if p == 0] + [len(positions)]
+        found += [row_of[tuple(ids[a:b])] for a, b in zip(starts[:-1], starts[1:], strict=True)]
+    return found
+
+
+@pytest.mark.parametrize("make_stream", [lambda d: d.to_iterable_dataset(num_shards=2),
+                                         PlainStream], ids=["datasets", "torch"])
+def test_packed_stream_trains_within_the_budget(tmp_path, make_stream):
+    sequences = counting_rows(40)
+    stream = make_stream(datasets.Dataset.from_dict({"input_ids": sequences}))
+    args = arguments(tmp_path, "packed", max_steps=30)
+    trainer = RecordingTrainer(model=tiny_model(), args=args, train_dataset=stream)
+    trainer.seen = []
+    loader = trainer.get_train_dataloader()
+    assert isinstance(loader.dataset, fastcollate.PackedStream)
+    assert loader.dataset.max_tokens == 64 and loader.dataset.seed == args.seed
+    per_epoch = []
+    for epoch in range(2):
+        alone = fastcollate.PackedStream(stream, 64, seed=args.seed)
+        alone.set_epoch(epoch)
+        per_epoch.append(len(list(alone)))
+    trainer.train()
+    assert len(trainer.seen) == 30 > sum(per_epoch)
+    assert all(len(ids) <= 64 for ids, _ in trainer.seen)
+    # Each epoch every row once; the second epoch packs differently (set_epoch reached it).
+    first = rows_seen(trainer.seen[: per_epoch[0]], sequences)
+    second = rows_seen(trainer.seen[per_epoch[0]: per_epoch[0] + per_epoch[1]], sequences)
+    assert sorted(first) == sorted(second) == list(range(len(sequences)))
+    assert first != second
 
 
 @pytest.mark.parametrize("make_stream", [lambda d: d.to_iterable_dataset(), PlainStream],
                          ids=["datasets", "torch"])
-def test_packed_stream_set_later_raises_at_the_dataloader(tmp_path, make_stream):
+def test_packed_stream_set_later_is_packed(tmp_path, make_stream):
     dataset = datasets.Dataset.from_dict({"input_ids": counting_rows(40)})
     trainer = fastcollate.Trainer(model=tiny_model(), args=arguments(tmp_path, "packed"),
                                   train_dataset=dataset)
     trainer.train_dataset = make_stream(dataset)
-    with pytest.raises(ValueError, match="cannot keep batches within max_tokens_per_batch=64"):
-        trainer.get_train_dataloader()
-    with pytest.raises(ValueError, match="max_tokens_per_batch=64"):
-        trainer.train()
+    loader = trainer.get_train_dataloader()
+    assert isinstance(loader.dataset, fastcollate.PackedStream)
+    assert all(batch["input_ids"].shape[1] <= 64 for batch in loader)
+
+
+def test_packed_stream_truncation(tmp_path):
+    sequences = counting_rows(10) + [[1 + k % (VOCAB - 1) for k in range(91)]]
+    stream = datasets.Dataset.from_dict({"input_ids": sequences}).to_iterable_dataset()
+    trainer = fastcollate.Trainer(model=tiny_model(), args=arguments(tmp_path, "packed"),
+                                  train_dataset=stream)
+    with pytest.raises(ValueError, match="row 10 of the stream has 91 tokens in 'input_ids', "
+                                         "more than max_tokens=64"):
+        list(trainer.get_train_dataloader())
+    args = arguments(tmp_path, "packed", packing_truncation=True)
+    trainer = fastcollate.Trainer(model=tiny_model(), args=args, train_dataset=stream)
+    widths = [batch["input_ids"].shape[1] for batch in trainer.get_train_dataloader()]
+    assert max(widths) == 64
+    assert sum(widths) == sum(min(len(s), 64) for s in sequences)
 
 
 def test_packed_map_style_without_len_raises(tmp_path):

@@ -18,6 +18,7 @@ __all__ = [
     "pack_dataset_gather",
     "pack_dataset_wrapped",
     "pack_epoch",
+    "pack_stream_buffer",
     "rebalance_epoch",
 ]
 __version__: str
@@ -128,6 +129,19 @@ def rebalance_epoch(
     drop_last: bool,
     rank: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]: ...
+
+# One stream buffer packed best-fit decreasing: (indices, offsets) of the batches to emit, in
+# buffer positions, and the positions carried into the next buffer.
+def pack_stream_buffer(
+    lengths: np.ndarray,
+    max_tokens: int,
+    *,
+    truncate: bool,
+    last: bool,
+    seed: int,
+    epoch: int,
+    buffer_number: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
 
 # One epoch of batches of at most max_tokens tokens, rank's share: (indices, offsets).
 def pack_epoch(

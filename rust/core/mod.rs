@@ -13,3 +13,4 @@ pub mod packing;
 pub mod pad;
 pub mod rebalance;
 pub mod rng;
+pub mod stream_packing;

@@ -73,14 +73,14 @@ pub struct Packing {
 }
 
 /// One open batch: its sequences and the tokens it has left.
-struct Bin {
-    items: Vec<i64>,
-    free: i64,
+pub(crate) struct Bin {
+    pub(crate) items: Vec<i64>,
+    pub(crate) free: i64,
 }
 
 /// Best-fit decreasing over `items` (dataset indices): longest first, each into the open bin
 /// with the least room that still holds it.
-fn best_fit_decreasing(items: &mut [i64], sizes: &[i64], max_tokens: i64) -> Vec<Bin> {
+pub(crate) fn best_fit_decreasing(items: &mut [i64], sizes: &[i64], max_tokens: i64) -> Vec<Bin> {
     items.sort_by(|&a, &b| sizes[b as usize].cmp(&sizes[a as usize]));
     let mut bins: Vec<Bin> = Vec::new();
     // free tokens -> bins with exactly that room (the last opened is filled first).

@@ -19,6 +19,7 @@ mod pad;
 mod read;
 mod rows;
 mod sampling;
+mod stream_packing;
 mod tensors;
 
 use pyo3::prelude::*;
@@ -39,6 +40,8 @@ mod _native {
     use super::pack_dataset::{pack_dataset_bfd, pack_dataset_gather, pack_dataset_wrapped};
     #[pymodule_export]
     use super::sampling::{pack_epoch, rebalance_epoch};
+    #[pymodule_export]
+    use super::stream_packing::pack_stream_buffer;
 
     #[pymodule_init]
     fn init(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {

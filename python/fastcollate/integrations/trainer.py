@@ -21,8 +21,11 @@ from ..sampling.lengths import sequence_lengths
 from ..sampling.samplers import LengthGroupedSampler
 from .trainer_sampling import (
     CutToTokenBudget,
+    is_packable_stream,
     is_packed,
     packed_sampler,
+    packed_stream,
+    prepare_rank_aware_loader,
     rebalance_sampler,
     stream_warning,
 )
@@ -118,30 +121,54 @@ class Trainer(transformers.Trainer):
             self._streams_warned.add((training, message))
             warnings.warn(message, UserWarning, stacklevel=3)
 
-    def _get_dataloader(self, dataset: Any, *args: Any, **kwargs: Any) -> Any:
-        # Every train / eval / test DataLoader goes through here, datasets set after __init__ too.
-        self._check_stream(dataset, training=bool(kwargs.get("is_training", False)))
-        return super()._get_dataloader(dataset, *args, **kwargs)
-
     def _remove_unused_columns(self, dataset: Any, description: Any = None) -> Any:
         # After transformers drops the columns the model does not take, a datasets.Dataset whose
         # columns all read from Arrow is collated straight from its buffers (same batches).
         dataset = super()._remove_unused_columns(dataset, description=description)
         return wrap_for_trainer(dataset, self.data_collator)
 
-    def _get_dataloader(self, *args: Any, **kwargs: Any) -> Any:
+    def _get_dataloader(self, dataset: Any, *args: Any, **kwargs: Any) -> Any:
+        # Every train / eval / test DataLoader goes through here, datasets set after __init__ too.
+        self._check_stream(dataset, training=bool(kwargs.get("is_training", False)))
         # With a GPU, the collator returns its batches in pinned memory (one copy after
         # padding), so this DataLoader's own pinning step is turned off.
         collator = self.data_collator
         if not pins_in_collator(self.args, collator, torch.cuda.is_available()):
-            return super()._get_dataloader(*args, **kwargs)
+            return super()._get_dataloader(dataset, *args, **kwargs)
         self.data_collator = dataclasses.replace(collator, pin_memory=True)
         self.args.dataloader_pin_memory = False
         try:
-            return super()._get_dataloader(*args, **kwargs)
+            return super()._get_dataloader(dataset, *args, **kwargs)
         finally:
             self.data_collator = collator
             self.args.dataloader_pin_memory = True
+
+    def get_train_dataloader(self) -> Any:
+        # Packed training on a stream: batches packed on the fly, each rank its own.
+        dataset = self.train_dataset
+        if dataset is None or not (is_packed(self.args) and is_packable_stream(dataset)):
+            return super().get_train_dataloader()
+        return self._packed_stream_dataloader(dataset)
+
+    def _packed_stream_dataloader(self, dataset: Any) -> Any:
+        """A DataLoader over `PackedStream(dataset)` (one list of rows per batch, collated by the
+        Trainer's collator), prepared by accelerate without being sharded a second time."""
+        args = self.args
+        model_input_names = getattr(self.processing_class, "model_input_names", None)
+        column = model_input_names[0] if model_input_names else "input_ids"
+        loader = torch.utils.data.DataLoader(
+            packed_stream(args, dataset, column),
+            batch_size=None,
+            collate_fn=self._get_collator_with_removed_columns(
+                self.data_collator, description="Training"
+            ),
+            num_workers=args.dataloader_num_workers,
+            pin_memory=args.dataloader_pin_memory,
+            persistent_workers=args.dataloader_persistent_workers,
+            multiprocessing_context=args.dataloader_multiprocessing_context,
+            prefetch_factor=args.dataloader_prefetch_factor,
+        )
+        return prepare_rank_aware_loader(self.accelerator, loader)
 
     def _dataset_lengths(self, dataset: Any) -> Any:
         # The same sources as transformers: the length column when the dataset has it (after

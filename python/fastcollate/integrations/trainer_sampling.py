@@ -17,6 +17,7 @@ from transformers.trainer_utils import has_length
 
 from .._internal.datasets import stream_kind
 from .._internal.patching import original
+from ..sampling.packed_stream import PackedStream
 from ..sampling.packing import PackedBatchSampler
 from ..sampling.rebalance import BatchRebalanceSampler
 from .training_args import PACKED
@@ -76,6 +77,56 @@ def packed_sampler(args: Any, lengths: Any) -> TrainerPackedBatchSampler:
     )
 
 
+def is_packable_stream(dataset: Any) -> bool:
+    """Whether packed training takes `dataset` through a `PackedStream`: a
+    `datasets.IterableDataset` or a torch `IterableDataset` (what transformers' Trainer hands its
+    DataLoader without a sampler)."""
+    import torch
+
+    return isinstance(dataset, torch.utils.data.IterableDataset) or (
+        stream_kind(dataset) == "a datasets.IterableDataset"
+    )
+
+
+def packed_stream(args: Any, dataset: Any, column: str) -> PackedStream:
+    """This rank's token-budget batches packed from the stream `dataset`, shuffled by the data
+    seed (the same arguments as `packed_sampler` gives the map-style sampler)."""
+    world_size, rank = _world(args)
+    return PackedStream(
+        dataset,
+        args.max_tokens_per_batch,
+        seed=args.data_seed if args.data_seed is not None else args.seed,
+        column=column,
+        truncate=bool(getattr(args, "packing_truncation", False)),
+        num_replicas=world_size,
+        rank=rank,
+        drop_last=args.dataloader_drop_last,
+    )
+
+
+def prepare_rank_aware_loader(accelerator: Any, loader: Any) -> Any:
+    """`accelerator.prepare(loader)` for a loader that already yields only this rank's batches:
+    device placement, `set_epoch` and the end-of-epoch signal as usual, but no second
+    sharding. (accelerate would dispatch a stream's batches from rank 0, or cut it into
+    per-process slices with IterableDatasetShard; it has no way to opt out per loader.)"""
+    from accelerate.data_loader import prepare_data_loader
+
+    prepared = prepare_data_loader(
+        loader,
+        accelerator.device,
+        num_processes=1,
+        process_index=0,
+        split_batches=False,
+        put_on_device=accelerator.device_placement,
+        rng_types=list(accelerator.rng_types),
+        dispatch_batches=False,
+        non_blocking=accelerator.non_blocking,
+        use_stateful_dataloader=accelerator.use_stateful_dataloader,
+    )
+    accelerator._dataloaders.append(prepared)
+    return prepared
+
+
 # The strategies that need every row's length; transformers' Trainer passes a stream to its
 # DataLoader as it is (no sampler), so they are not applied to one.
 LENGTH_STRATEGIES = ("group_by_length", "batch_rebalance")
@@ -93,6 +144,8 @@ def stream_warning(args: Any, dataset: Any, training: bool) -> str | None:
     strategy = getattr(args, "train_sampling_strategy", None)
     which = "training" if training else "evaluation"
     if training and is_packed(args):
+        if is_packable_stream(dataset):
+            return None  # packed on the fly (PackedStream)
         budget = args.max_tokens_per_batch
         raise ValueError(
             f"train_sampling_strategy='packed' cannot keep batches within max_tokens_per_batch="

@@ -9,4 +9,13 @@ from .grouping import get_length_grouped_indices
 from .lengths import sequence_lengths
 from .packing import PackedBatchSampler
 
-__all__ = ["get_length_grouped_indices", "sequence_lengths", "PackedBatchSampler"]
+__all__ = ["get_length_grouped_indices", "sequence_lengths", "PackedBatchSampler", "PackedStream"]
+
+
+def __getattr__(name):
+    # PackedStream is a torch IterableDataset: torch loads only when it is asked for.
+    if name == "PackedStream":
+        from .packed_stream import PackedStream
+
+        return PackedStream
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,50 @@
+"""PackedStream and packed training on a stream in two processes (torchrun, gloo on CPU): each
+rank keeps its own batches, every row is seen once per epoch across ranks and workers, and
+both ranks take the same number of steps. Deselect with `-m "not slow"`."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from multiprocess_packed_stream import BUDGET, EPOCHS, ROWS
+from test_multiprocess import launch
+
+SCRIPT = Path(__file__).with_name("multiprocess_packed_stream.py")
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory):
+    return launch(tmp_path_factory.mktemp("packed_stream") / "run", seed=0, script=SCRIPT)
+
+
+@pytest.mark.slow
+def test_every_row_once_per_epoch_across_ranks_and_workers(ranks):
+    assert [(r["world"], r["packed_rank"]) for r in ranks] == [(2, 0), (2, 1)]
+    lengths = ranks[0]["lengths"]
+    for epoch in range(EPOCHS):
+        batches = [r["epochs"][epoch] for r in ranks]
+        assert len(batches[0]) == len(batches[1])  # the ranks end the epoch together
+        counts = Counter(row for rank_batches in batches for b in rank_batches for row in b)
+        assert set(counts) == set(range(ROWS))
+        # Four readers (2 ranks x 2 workers): at most the first three batches repeated.
+        assert sum(counts.values()) - ROWS <= 3 * max(len(b) for rb in batches for b in rb)
+        assert all(sum(lengths[row] for row in b) <= BUDGET for rb in batches for b in rb)
+    assert ranks[0]["epochs"][0] != ranks[0]["epochs"][1]
+
+
+@pytest.mark.slow
+def test_packed_training_on_a_stream(ranks):
+    lengths = ranks[0]["lengths"]
+    trained = [r["trained"] for r in ranks]
+    assert len(trained[0]) == len(trained[1]) == 12
+    assert all(sum(lengths[row] for row in b) <= BUDGET for t in trained for b in t)
+    # The first epoch: each rank its own batches, every row once (the uneven last round
+    # repeats the first batch).
+    steps = ranks[0]["first_epoch_steps"]
+    assert steps == ranks[1]["first_epoch_steps"] < 12
+    counts = Counter(row for t in trained for b in t[:steps] for row in b)
+    assert set(counts) == set(range(ROWS))
+    repeated = set(trained[0][0])
+    assert all(count == 1 or row in repeated for row, count in counts.items())
