@@ -16,7 +16,13 @@ batch of the collator call alone (the rows are read beforehand, except the Arrow
 fastcollate figure includes reading from Arrow), best of --repeat, and TRL's time over
 fastcollate's.
 
+Then dataset preparation: `SFTTrainer._prepare_dataset` on an already tokenized
+prompt-completion dataset (`input_ids`, `completion_mask`; labels built, truncated to 1024,
+rows without a label dropped) against `fastcollate.trl.prepare_tokenized_sft_dataset`, for each
+of --prep-rows (TRL's run once, ours best of --repeat; the two results checked equal).
+
     python benches/bench_trl.py [--rows 4000] [--batch-size 8 32] [--repeat 5]
+                                [--prep-rows 20000 100000]
 
 Needs a release build (`maturin develop --release`): a debug build is refused.
 """
@@ -69,6 +75,70 @@ def batches(dataset: datasets.Dataset, batch_size: int, count: int) -> list[list
     ]
 
 
+def tokenized_prompt_completion(rows: int, seed: int = 2) -> datasets.Dataset:
+    """What TRL's tokenizing map leaves for a prompt-completion dataset, built in Arrow:
+    int32 `input_ids` (datasets' type for the name) and an int64 `completion_mask`."""
+    import pyarrow as pa
+
+    rng = np.random.default_rng(seed)
+    lengths = np.clip(rng.lognormal(np.log(400), 0.6, rows).astype(np.int64), 16, MAX_LENGTH)
+    offsets = np.zeros(rows + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    ids = rng.integers(0, 150000, int(offsets[-1])).astype(np.int32)
+    prompts = rng.integers(4, np.maximum(5, lengths // 2))
+    position = np.arange(int(offsets[-1])) - np.repeat(offsets[:-1], lengths)
+    mask = (position >= np.repeat(prompts, lengths)).astype(np.int64)
+    table = pa.table(
+        {
+            "input_ids": pa.ListArray.from_arrays(pa.array(offsets), pa.array(ids)),
+            "completion_mask": pa.ListArray.from_arrays(pa.array(offsets), pa.array(mask)),
+        }
+    )
+    return datasets.Dataset(table)
+
+
+def trl_prepare(dataset: datasets.Dataset, max_length: int) -> datasets.Dataset:
+    """TRL's own `_prepare_dataset`, called unbound: on a tokenized dataset it reads only
+    `completion_only_loss` from the trainer and these `SFTConfig` fields."""
+    import types
+
+    from trl.trainer.sft_trainer import SFTTrainer
+
+    trainer = types.SimpleNamespace(completion_only_loss=True)
+    config = types.SimpleNamespace(
+        dataset_num_proc=None,
+        max_length=max_length,
+        truncation_mode="keep_start",
+        shuffle_dataset=False,
+        seed=42,
+        packing_strategy="bfd",
+    )
+    return SFTTrainer._prepare_dataset(trainer, dataset, None, config, False, None, "train")
+
+
+def bench_preparation(sizes: list[int], repeat: int) -> None:
+    datasets.disable_progress_bars()
+    datasets.disable_caching()
+    print(f"\n{'preparation':<16}{'rows':>8}{'TRL s':>10}{'fastcollate s':>15}{'ratio':>9}")
+    for rows in sizes:
+        dataset = tokenized_prompt_completion(rows)
+        start = time.perf_counter()
+        theirs = trl_prepare(dataset, 1024)
+        trl_s = time.perf_counter() - start
+        ours_s = float("inf")
+        for _ in range(repeat):
+            start = time.perf_counter()
+            ours = fastcollate.trl.prepare_tokenized_sft_dataset(
+                dataset, completion_only_loss=True, max_length=1024
+            )
+            ours_s = min(ours_s, time.perf_counter() - start)
+        assert ours.features == theirs.features and ours.column_names == theirs.column_names
+        assert ours.with_format("arrow")[:].equals(theirs.with_format("arrow")[:])
+        print(
+            f"{'labels+truncate':<16}{rows:>8}{trl_s:>10.2f}{ours_s:>15.3f}{trl_s / ours_s:>8.0f}x"
+        )
+
+
 def per_batch(collate, inputs: list, repeat: int) -> float:
     """Best over `repeat` passes of the mean microseconds per call."""
     best = float("inf")
@@ -95,6 +165,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, nargs="+", default=[8, 32])
     parser.add_argument("--batches", type=int, default=20, help="batches timed per pass")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--prep-rows", type=int, nargs="*", default=[20000, 100000])
     args = parser.parse_args()
     if fastcollate.build_profile != "release":
         sys.exit(
@@ -138,6 +209,8 @@ def main() -> None:
             print(
                 f"{name:<16}{batch_size:>6}{trl_us:>12.0f}{ours_us:>16.0f}{trl_us / ours_us:>8.0f}x"
             )
+    if args.prep_rows:
+        bench_preparation(args.prep_rows, args.repeat)
 
 
 if __name__ == "__main__":

@@ -219,6 +219,26 @@ BAD = [
         "'seq_lengths' in row 0",
     ),
     ([], {}, ValueError, "empty"),
+    # Padding-free batches are flattened by the core's strict read: no silent float truncation.
+    (
+        [{"input_ids": [1, 2]}, {"input_ids": [1.5]}],
+        {"padding_free": True},
+        TypeError,
+        "'input_ids' in row 1",
+    ),
+    ([{"input_ids": [True, False]}], {"padding_free": True}, TypeError, "'input_ids' in row 0"),
+    (
+        [{"input_ids": [1, 2], "labels": [1, 2]}, {"input_ids": [3], "labels": [0.5]}],
+        {"padding_free": True},
+        TypeError,
+        "'labels' in row 1",
+    ),
+    (
+        [{"input_ids": [1, 2], "labels": [1]}],
+        {"padding_free": True},
+        ValueError,
+        "'labels' in row 0",
+    ),
     ([{"input_ids": []}, {"input_ids": []}], {"padding_free": True}, ValueError, "no tokens"),
     ([{"input_ids": [1]}], {"pad_to_multiple_of": 0}, ValueError, "pad_to_multiple_of"),
     ([{"input_ids": [1]}], {"pad_token_id": None}, TypeError, "pad_token_id"),
@@ -239,6 +259,20 @@ def test_bad_input_names_key_and_row_and_leaves_rows_alone(rows, options, error,
     with pytest.raises(error, match=match):
         DataCollatorForLanguageModeling(**options)(rows)
     assert_unchanged(rows, before)
+
+
+def test_padding_free_skips_empty_rows_like_trl():
+    rows = [{"input_ids": []}, {"input_ids": [5, 6]}, {"input_ids": []}, {"input_ids": [7]}]
+    ours = DataCollatorForLanguageModeling(pad_token_id=0, padding_free=True)(copy.deepcopy(rows))
+    theirs = TRLDataCollatorForLanguageModeling(pad_token_id=0, padding_free=True)(rows)
+    # TRL's empty rows are float tensors (`torch.tensor([])`), which torch.cat promotes the ids
+    # and labels to; fastcollate keeps int64 token ids (as before this path, and in docs/trl.md).
+    assert theirs["input_ids"].dtype == torch.float32
+    for key in ("input_ids", "labels"):
+        assert ours[key].dtype == torch.int64
+        theirs[key] = theirs[key].to(torch.int64)
+    assert_same_batch(ours, theirs)
+    assert ours["cu_seq_lens_q"].tolist() == [0, 2, 3]
 
 
 def test_only_pt_as_in_trl():

@@ -18,6 +18,8 @@ pub enum CollateError {
         position: usize,
         type_name: String,
     },
+    /// A float or bool where only integers are taken (TRL's padding-free collator).
+    NotIntegers { key: String, row: usize },
     /// An integer does not fit in int64.
     Overflow {
         key: String,
@@ -81,7 +83,7 @@ impl CollateError {
     pub fn class(&self) -> ErrorClass {
         use CollateError::*;
         match self {
-            NotANumber { .. } | NotAMapping { .. } => ErrorClass::Type,
+            NotANumber { .. } | NotAMapping { .. } | NotIntegers { .. } => ErrorClass::Type,
             OutOfMemory { .. } => ErrorClass::Memory,
             _ => ErrorClass::Value,
         }
@@ -113,6 +115,10 @@ impl fmt::Display for CollateError {
                 f,
                 "'{key}' in row {row} holds a {type_name} at position {position}; \
                  expected integers, floats or bools"
+            ),
+            NotIntegers { key, row } => write!(
+                f,
+                "'{key}' in row {row} holds non-integer values; it must hold integers"
             ),
             Overflow { key, row, position } => write!(
                 f,

@@ -18,6 +18,9 @@ pub struct FlattenOptions {
     pub seq_idx: bool,
     /// `cu_seq_lens` and `max_length` (FlashAttention's varlen arguments).
     pub cu_seq_lens: bool,
+    /// Empty rows add no sequence (TRL's padding-free collator) instead of being an error
+    /// (transformers' collator, which would give them a separator label past their end).
+    pub skip_empty: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -71,11 +74,18 @@ pub fn flatten(
     // An empty sequence would still get a separator label, leaving labels one longer than
     // input_ids (transformers builds that mismatched batch; the model then fails far away).
     if let Some(row) = lengths.iter().position(|&l| l == 0) {
-        return Err(CollateError::InvalidOption(format!(
-            "'{key}' in row {row} is empty; every flattened sequence needs at least one token"
-        )));
+        if !options.skip_empty {
+            return Err(CollateError::InvalidOption(format!(
+                "'{key}' in row {row} is empty; every flattened sequence needs at least one token"
+            )));
+        }
     }
     let total = input_ids.len();
+    if total == 0 {
+        return Err(CollateError::InvalidOption(format!(
+            "'{key}' holds no tokens in any row; a flattened batch needs one"
+        )));
+    }
 
     let mut labels = match labels {
         None => input_ids.clone(),
@@ -95,8 +105,10 @@ pub fn flatten(
             values
         }
     };
-    for &start in &offsets[..rows] {
-        labels[start] = options.separator_id;
+    for (&start, &length) in offsets[..rows].iter().zip(&lengths) {
+        if length > 0 {
+            labels[start] = options.separator_id;
+        }
     }
 
     let max_length = lengths.iter().copied().max().unwrap_or(0);
@@ -124,9 +136,10 @@ pub fn flatten(
         if i32::try_from(rows).is_err() {
             return Err(too_many_tokens("seq_idx", total));
         }
+        // Numbered over the sequences, so an empty row (when skipped) takes no number.
         let mut seq_idx = Vec::with_capacity(total);
-        for (row, &length) in lengths.iter().enumerate() {
-            seq_idx.extend(std::iter::repeat_n(row as i32, length));
+        for (sequence, &length) in lengths.iter().filter(|&&l| l > 0).enumerate() {
+            seq_idx.extend(std::iter::repeat_n(sequence as i32, length));
         }
         Some(seq_idx)
     } else {
@@ -137,7 +150,14 @@ pub fn flatten(
         if i32::try_from(total).is_err() {
             return Err(too_many_tokens("cu_seq_lens", total));
         }
-        Some(offsets.iter().map(|&o| o as i32).collect())
+        let mut boundaries = Vec::with_capacity(rows + 1);
+        boundaries.push(0);
+        for (w, &length) in offsets.windows(2).zip(&lengths) {
+            if length > 0 {
+                boundaries.push(w[1] as i32);
+            }
+        }
+        Some(boundaries)
     } else {
         None
     };
@@ -172,6 +192,7 @@ mod tests {
             position_ids: true,
             seq_idx: true,
             cu_seq_lens: true,
+            skip_empty: false,
         }
     }
 
@@ -197,6 +218,7 @@ mod tests {
             position_ids: true,
             seq_idx: false,
             cu_seq_lens: false,
+            skip_empty: false,
         };
         let out = flatten(ids, Some(labels), &options).unwrap();
         assert_eq!(out.labels, vec![-1, 2, -1]);
@@ -237,6 +259,24 @@ mod tests {
             flatten(Column::new("input_ids"), None, &all_options()).unwrap_err(),
             CollateError::EmptyBatch
         );
+    }
+
+    #[test]
+    fn skipped_empty_rows_add_no_sequence() {
+        let ids = column("input_ids", &[&[], &[5, 6], &[], &[7]]);
+        let mut options = all_options();
+        options.skip_empty = true;
+        let out = flatten(ids, None, &options).unwrap();
+        assert_eq!(out.input_ids, vec![5, 6, 7]);
+        assert_eq!(out.labels, vec![-100, 6, -100]);
+        assert_eq!(out.position_ids, Some(vec![0, 1, 0]));
+        assert_eq!(out.seq_idx, Some(vec![0, 0, 1]));
+        assert_eq!(out.cu_seq_lens, Some(vec![0, 2, 3]));
+        assert_eq!(out.max_length, 2);
+
+        let nothing = column("input_ids", &[&[], &[]]);
+        let message = flatten(nothing, None, &options).unwrap_err().to_string();
+        assert!(message.contains("no tokens in any row"), "{message}");
     }
 
     #[test]

@@ -5,10 +5,11 @@ use numpy::ndarray::Array2;
 use numpy::{IntoPyArray, PyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyList};
 
 use super::gather::gather;
 use super::rows::BatchKeys;
+use crate::core::column::{Column, Kind};
 use crate::core::error::CollateError;
 use crate::core::flatten::{flatten as pack, FlattenOptions};
 
@@ -20,12 +21,32 @@ fn one_row<'py, T: numpy::Element>(py: Python<'py>, values: Vec<T>) -> PyResult<
         .into_any())
 }
 
+fn not_integers(column: &Column) -> bool {
+    matches!(column.kind, Some(Kind::Float) | Some(Kind::Bool))
+}
+
+/// The first row whose `key` holds a float, or only bools (read again row by row: a column
+/// keeps no record of which row promoted it). Only reached when the batch has such a row.
+fn first_non_integer_row(features: &Bound<'_, PyAny>, key: &str) -> PyResult<usize> {
+    let py = features.py();
+    for (row, feature) in features.try_iter()?.enumerate() {
+        let one = PyList::new(py, [feature?])?;
+        let only = BatchKeys::named(py, vec![key.to_string()]);
+        let (_, gathered) = gather(&one, &[key], Some(only), false)?;
+        if gathered.iter().any(|g| not_integers(&g.column)) {
+            return Ok(row);
+        }
+    }
+    Ok(0)
+}
+
 /// Packs a batch into one row: returns a dict with `input_ids`, `labels` (shape `(1, total)`,
 /// int64), and when asked `position_ids` (int64), `seq_idx` (int32, `(1, total)`),
 /// `cu_seq_lens` (int32, `(rows + 1,)`) and `max_length` (an int).
 #[pyfunction]
 #[pyo3(signature = (
-    features, *, labels, separator_id, position_ids_start, position_ids, seq_idx, cu_seq_lens
+    features, *, labels, separator_id, position_ids_start, position_ids, seq_idx, cu_seq_lens,
+    integers_only=false, skip_empty=false
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn flatten_batch<'py>(
@@ -37,6 +58,8 @@ pub fn flatten_batch<'py>(
     position_ids: bool,
     seq_idx: bool,
     cu_seq_lens: bool,
+    integers_only: bool,
+    skip_empty: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let mut keys = vec!["input_ids".to_string()];
     if labels {
@@ -46,6 +69,14 @@ pub fn flatten_batch<'py>(
     let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     let only_keys = BatchKeys::named(py, keys.clone());
     let (_, gathered) = gather(features, &key_refs, Some(only_keys), false)?;
+    // Floats would be truncated toward zero (transformers' collator does that); TRL's refuses.
+    if integers_only {
+        if let Some(g) = gathered.iter().find(|g| not_integers(&g.column)) {
+            let key = g.column.key.clone();
+            let row = first_non_integer_row(features, &key)?;
+            return Err(CollateError::NotIntegers { key, row }.into());
+        }
+    }
     let mut columns = gathered.into_iter().map(|g| g.column);
     let input_ids = columns
         .next()
@@ -57,6 +88,7 @@ pub fn flatten_batch<'py>(
         position_ids,
         seq_idx,
         cu_seq_lens,
+        skip_empty,
     };
     let packed = py.detach(|| pack(input_ids, label_column, &options))?;
 

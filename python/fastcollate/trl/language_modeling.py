@@ -3,7 +3,9 @@
 One native call reads `input_ids`, `labels` (when the rows have them) and, for pre-packed rows,
 `seq_lengths`, padded right into int64 buffers with an attention mask; the rest (default
 labels, position ids, the padding-free row and its sequence boundaries) is a few numpy passes
-over those buffers, handed to torch without a copy.
+over those buffers, handed to torch without a copy. The usual padding-free batch (rows of one
+sequence each, no `pad_to_multiple_of`) skips the padding: `_native.flatten_batch` writes the
+one row, its position ids and boundaries directly.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 import torch
 from trl.trainer.sft_trainer import DataCollatorForLanguageModeling as TRLCollator
 
+from .. import _native
 from ..arrow import ArrowBatch
 from ..collators.base import TakesArrowBatches, batch_rows, first_keys
 from ..collators.native import collate
@@ -71,6 +74,13 @@ class DataCollatorForLanguageModeling(TakesArrowBatches, TRLCollator):
             features
         )
         features, has_labels = _with_labels(features)
+        if (
+            padding_free
+            and not packed
+            and multiple is None
+            and not isinstance(features, ArrowBatch)
+        ):
+            return _flattened(features, has_labels)
 
         keys = ["input_ids", "labels"] if has_labels else ["input_ids"]
         followers = [("labels", -100, True)] if has_labels else []
@@ -133,6 +143,37 @@ class DataCollatorForLanguageModeling(TakesArrowBatches, TRLCollator):
             batch["position_ids"] = torch.from_numpy(positions)
         batch["attention_mask"] = _tensor(native[_TOKENS], ids_dtype, "attention_mask")
         return batch
+
+
+def _flattened(features: Any, has_labels: bool) -> dict[str, Any]:
+    """The padding-free row of a batch whose rows hold one sequence each, written by the core:
+    -100 at every sequence start, position ids from 0; an empty row adds no sequence. Floats
+    and all-bool rows are refused there (transformers' flattening collator truncates floats)."""
+    flat = _native.flatten_batch(
+        features,
+        labels=has_labels,
+        separator_id=-100,
+        position_ids_start=0,
+        position_ids=True,
+        seq_idx=True,
+        cu_seq_lens=True,
+        integers_only=True,
+        skip_empty=True,
+    )
+    ids_dtype = _batch_dtype(features, "input_ids", True)
+    labels_dtype = _batch_dtype(features, "labels", True) if has_labels else ids_dtype
+    cu_seq_lens = torch.from_numpy(flat["cu_seq_lens"])
+    max_length = flat["max_length"]
+    return {
+        "input_ids": _tensor(flat["input_ids"], ids_dtype, "input_ids"),
+        "labels": _tensor(flat["labels"], labels_dtype, "labels"),
+        "position_ids": torch.from_numpy(flat["position_ids"]),
+        "cu_seq_lens_q": cu_seq_lens,
+        "cu_seq_lens_k": cu_seq_lens,
+        "max_length_q": max_length,
+        "max_length_k": max_length,
+        "seq_idx": torch.from_numpy(flat["seq_idx"]),
+    }
 
 
 def _with_labels(features: Any) -> tuple[Any, bool]:
