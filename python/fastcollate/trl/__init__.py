@@ -13,5 +13,13 @@ require("fastcollate.trl", "trl", "torch", "trl")
 
 from ..sampling.pack_dataset import pack_dataset  # noqa: E402
 from .language_modeling import DataCollatorForLanguageModeling  # noqa: E402
+from .padding import pad, pad_with_mask  # noqa: E402
+from .preference import (  # noqa: E402
+    DataCollatorForPreference,
+    DataCollatorForUnpairedPreference,
+    RewardDataCollatorForPreference,
+)
 
 __all__ = ["DataCollatorForLanguageModeling", "pack_dataset"]
+__all__ += ["DataCollatorForPreference", "DataCollatorForUnpairedPreference"]
+__all__ += ["RewardDataCollatorForPreference", "pad", "pad_with_mask"]
