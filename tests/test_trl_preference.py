@@ -374,3 +374,8 @@ def test_pad_bad_input():
         pad_with_mask([[1], [2.0]])
     with pytest.raises(ValueError, match="padding_side"):
         pad_with_mask([[1]], padding_side="top")
+
+
+def test_kto_rows_without_completions_give_labels_only_as_trl():
+    rows = [{"prompt_ids": [1], "label": True, "ref_logps": -1.0}]
+    compare(DataCollatorForUnpairedPreference, TRLUnpaired, rows, {"pad_token_id": 0})

@@ -48,12 +48,12 @@ def pad(
     `pad_to_multiple_of`, the others on the right — in the first tensor's dtype and on its
     device.
 
-    1-d tensors of one dtype and device (token ids, masks, log-probabilities) are padded with
-    one `torch.cat` and one masked write instead of a copy per row; other batches (several
-    dimensions, mixed dtypes) row by row, with the same result. Unlike TRL, a bad
-    `padding_side` is refused before anything is done, and an empty list, a value that is not a
-    tensor, or tensors of different numbers of dimensions get a ValueError / TypeError naming
-    the position.
+    1-d tensors of one dtype and device (token ids, masks, log-probabilities) are padded by
+    torch's `pad_sequence` in one call instead of a copy per row; other batches (several
+    dimensions, mixed dtypes, a pad value beyond 2**53) row by row, with the same result.
+    Unlike TRL, a bad `padding_side` is refused before anything is done, and an empty list, a
+    value that is not a tensor, or tensors of different numbers of dimensions get a ValueError /
+    TypeError naming the position.
     """
     left = _checked_side(padding_side)
     multiple = _checked_multiple(pad_to_multiple_of)
@@ -75,27 +75,48 @@ def pad(
     if first.dim() == 0:
         raise ValueError("tensors[0] is 0-d; pad pads the first dimension of each tensor")
     shape = [max(sizes) for sizes in zip(*(tensor.shape for tensor in tensors), strict=True)]
-    shape[0] = _rounded(shape[0], multiple)
+    longest = shape[0]
+    shape[0] = _rounded(longest, multiple)
+    if (
+        first.dim() == 1
+        and _exact_as_float(padding_value)
+        and all(
+            tensor.dtype == first.dtype
+            and tensor.device == first.device
+            and tensor.layout == torch.strided
+            for tensor in tensors
+        )
+    ):
+        # A 0-d torch.full refuses a value the dtype cannot hold, as TRL's full-size one does.
+        torch.full((), padding_value, dtype=first.dtype, device=first.device)
+        padded = torch.nn.utils.rnn.pad_sequence(
+            tensors, batch_first=True, padding_value=float(padding_value), padding_side=padding_side
+        )
+        if shape[0] == longest:
+            return padded
+        output = torch.full(
+            (len(tensors), shape[0]), padding_value, dtype=first.dtype, device=first.device
+        )
+        if left:
+            output[:, shape[0] - longest :] = padded
+        else:
+            output[:, :longest] = padded
+        return output
     output = torch.full(
         (len(tensors), *shape), padding_value, dtype=first.dtype, device=first.device
     )
-    if first.dim() == 1 and all(
-        tensor.dtype == first.dtype and tensor.device == first.device for tensor in tensors
-    ):
-        lengths = torch.tensor([len(tensor) for tensor in tensors], device=first.device)
-        columns = torch.arange(shape[0], device=first.device)
-        if left:
-            filled = columns >= (shape[0] - lengths)[:, None]
-        else:
-            filled = columns < lengths[:, None]
-        # Row-major order of the filled cells is the rows' values end to end.
-        output[filled] = torch.cat(tensors)
-        return output
     for row, tensor in enumerate(tensors):
         start = shape[0] - tensor.shape[0] if left else 0
         region = (slice(start, start + tensor.shape[0]), *(slice(0, s) for s in tensor.shape[1:]))
         output[row][region] = tensor
     return output
+
+
+def _exact_as_float(value: Any) -> bool:
+    """Whether `pad_sequence` (which takes the pad value as a float) pads with exactly this."""
+    if type(value) is int:
+        return abs(value) <= 2**53
+    return type(value) is float
 
 
 def pad_with_mask(
@@ -143,21 +164,43 @@ def padded_ids(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Integer sequences padded (int64) with their attention mask (int64), in one native call.
     `where(i)` says where sequence `i` came from ("'chosen_ids' in row 3"), for error messages."""
-    group = (_IDS, padding_value, "longest", None, multiple, left, [], _MASK)
+    return padded_columns([sequences], padding_value, multiple, left, lambda _, row: where(row))[0]
+
+
+def padded_columns(
+    columns: list[list],
+    padding_value: int,
+    multiple: int | None,
+    left: bool,
+    where: Callable[[int, int], str],
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Several columns of integer sequences (one per row each), each padded to its own longest
+    with its attention mask, in one native call. `where(column, row)` names a sequence."""
+    keys = [f"{_IDS}{index}" for index in range(len(columns))]
+    groups = [
+        (key, padding_value, "longest", None, multiple, left, [], f"{_MASK}{key}") for key in keys
+    ]
     try:
-        native = _native.collate({_IDS: sequences}, [group], float32=False, keys=[_IDS])
+        # Rows of exact dicts take the native module's in-place path (a mapping of lists does not).
+        rows = [dict(zip(keys, values, strict=True)) for values in zip(*columns, strict=True)]
+        native = _native.collate(rows, groups, float32=False, keys=keys)
     except (TypeError, ValueError) as error:
-        _find_bad_row(sequences, where)
+        for index, column in enumerate(columns):
+            _find_bad_row(column, lambda row, index=index: where(index, row))
         message = str(error)
-        found = re.match(r"'\x00ids' in row (\d+)", message)
+        found = re.match(r"'\x00ids(\d+)' in row (\d+)", message)
         if found:
-            message = where(int(found.group(1))) + message[found.end() :]
+            column, row = int(found.group(1)), int(found.group(2))
+            message = where(column, row) + message[found.end() :]
         raise type(error)(message) from None
-    values = native[_IDS]
-    if values.dtype.kind not in "iu" or values.ndim != 2:
-        _find_bad_row(sequences, where)
-        raise TypeError(f"{where(0)} holds {values.dtype} values; it must hold integers")
-    return values, native[_MASK]
+    padded = []
+    for index, key in enumerate(keys):
+        values = native[key]
+        if values.dtype.kind not in "iu" or values.ndim != 2:
+            _find_bad_row(columns[index], lambda row, index=index: where(index, row))
+            raise TypeError(f"{where(index, 0)} holds {values.dtype} values; it must hold integers")
+        padded.append((values, native[f"{_MASK}{key}"]))
+    return padded
 
 
 def _find_bad_row(sequences: list, where: Callable[[int], str]) -> None:

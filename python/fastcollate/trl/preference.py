@@ -20,7 +20,7 @@ from trl.trainer.reward_trainer import DataCollatorForPreference as TRLRewardCol
 
 from ..collators.padding_options import MAX_SIZE, checked_int, checked_pad_id
 from .language_modeling import _row_dtype, _tensor
-from .padding import padded_ids
+from .padding import padded_columns, padded_ids
 
 _TRUNCATION_MODES = ("keep_start", "keep_end")
 
@@ -130,10 +130,12 @@ def _prompt_and_completion(
 
 
 def _completion_mask(attention_mask: np.ndarray, completion_starts: np.ndarray) -> np.ndarray:
-    columns = np.arange(attention_mask.shape[1], dtype=np.int64)
-    completion = columns >= completion_starts[:, None]
-    completion &= attention_mask.astype(bool)
-    return completion.astype(np.int64)
+    """1 from each row's completion start to the end of its tokens (read from the mask)."""
+    completion = attention_mask.copy()
+    for row, start in enumerate(completion_starts.tolist()):
+        if start:
+            completion[row, :start] = 0
+    return completion
 
 
 class DataCollatorForPreference(_PtOnly, TRLPreferenceCollator):
@@ -273,24 +275,37 @@ class DataCollatorForUnpairedPreference(_PtOnly, TRLUnpairedCollator):
         rows = _rows(examples)
         pad_token_id, multiple, max_length = _options(self)
         prompts = _token_lists(rows, "prompt_ids")
-        output: dict[str, Any] = {}
-        for prefix, key in (("", "completion_ids"), ("KL_", "KL_completion_ids")):
-            if key not in rows[0]:
-                continue
-            sequences, starts = _prompt_and_completion(
+        sets = [
+            (prefix, key)
+            for prefix, key in (("", "completion_ids"), ("KL_", "KL_completion_ids"))
+            if key in rows[0]
+        ]
+        columns, starts = [], []
+        for _, key in sets:
+            sequences, completion_starts = _prompt_and_completion(
                 prompts, _token_lists(rows, key), max_length, False
             )
-            input_ids, attention_mask = padded_ids(
-                sequences,
+            columns.append(sequences)
+            starts.append(completion_starts)
+        padded = (
+            padded_columns(
+                columns,
                 pad_token_id,
                 multiple,
                 False,
-                lambda row, key=key: f"'prompt_ids' + '{key}' in row {row}",
+                lambda index, row: f"'prompt_ids' + '{sets[index][1]}' in row {row}",
             )
+            if sets
+            else []
+        )
+        output: dict[str, Any] = {}
+        for (prefix, _), (input_ids, attention_mask), completion_starts in zip(
+            sets, padded, starts, strict=True
+        ):
             output[f"{prefix}input_ids"] = torch.from_numpy(input_ids)
             output[f"{prefix}attention_mask"] = torch.from_numpy(attention_mask)
             output[f"{prefix}completion_mask"] = torch.from_numpy(
-                _completion_mask(attention_mask, starts)
+                _completion_mask(attention_mask, completion_starts)
             )
         for key in ("ref_logps", "ref_KL_logps"):
             if key in rows[0]:
