@@ -111,21 +111,38 @@ def _options(collator: Any) -> tuple[int, int | None, int | None]:
     return pad_token_id, multiple, max_length
 
 
+def _cut_join(prompt: Any, completion: Any, max_length: int, keep_end: bool) -> Any:
+    """`(prompt + completion)[:max_length]` (or `[-max_length:]`), without building the whole
+    join first."""
+    if len(prompt) + len(completion) <= max_length:
+        pass
+    elif keep_end:
+        if len(completion) >= max_length:
+            return completion[len(completion) - max_length :]
+        prompt = prompt[len(prompt) - (max_length - len(completion)) :]
+    else:
+        if len(prompt) >= max_length:
+            return prompt[:max_length]
+        completion = completion[: max_length - len(prompt)]
+    return prompt + completion if type(prompt) is type(completion) else [*prompt, *completion]
+
+
 def _prompt_and_completion(
     prompts: list, completions: list, max_length: int | None, keep_end: bool
 ) -> tuple[list, np.ndarray]:
-    """The joined sequences (truncated to `max_length`) and, per sequence, the first column of
-    its completion after truncation."""
-    sequences = _joined(prompts, completions)
+    """The joined sequences (cut to `max_length`) and, per sequence, the first column of its
+    completion after the cut."""
     prompt_lengths = np.fromiter(map(len, prompts), dtype=np.int64, count=len(prompts))
-    if max_length is not None:
-        if keep_end:
-            totals = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
-            dropped = np.maximum(totals - max_length, 0)
-            prompt_lengths = np.maximum(prompt_lengths - dropped, 0)
-            sequences = [s[-max_length:] if len(s) > max_length else s for s in sequences]
-        else:
-            sequences = [s[:max_length] if len(s) > max_length else s for s in sequences]
+    if max_length is None:
+        return _joined(prompts, completions), prompt_lengths
+    if keep_end:
+        completion_lengths = np.fromiter(map(len, completions), np.int64, len(completions))
+        dropped = np.maximum(prompt_lengths + completion_lengths - max_length, 0)
+        prompt_lengths = np.maximum(prompt_lengths - dropped, 0)
+    sequences = [
+        _cut_join(prompt, completion, max_length, keep_end)
+        for prompt, completion in zip(prompts, completions, strict=True)
+    ]
     return sequences, prompt_lengths
 
 
