@@ -5,6 +5,10 @@ row (`padding_free=True`), with pre-packed rows' `seq_lengths` honoured. It subc
 class, so TRL's own `isinstance` checks see it. `pack_dataset` is TRL's `pack_dataset` (the
 same packed dataset), decided in Rust from the Arrow offsets. Needs
 `pip install 'fastcollate[trl]'`.
+
+The preference collators: DPO's `DataCollatorForPreference`, the reward trainer's class of the
+same name as `RewardDataCollatorForPreference`, KTO's `DataCollatorForUnpairedPreference`; and
+TRL's `pad` helper, with `pad_with_mask` for the token lists GRPO and RLOO pad.
 """
 
 from .._internal.extras import require
