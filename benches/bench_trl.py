@@ -11,6 +11,18 @@ prompt part -100) and `completion_mask`, read through `datasets` as Python lists
 - padded Arrow: fastcollate reads the batch from Arrow (`fastcollate.ArrowBatches`); TRL the
                 same rows through `datasets`
 
+Preference cases, on a preference dataset read the same way (prompts around 150 tokens,
+completions around 250, lognormal; the trainers' tokenized columns):
+
+- DPO:          trl.trainer.dpo_trainer.DataCollatorForPreference(pad_token_id), with
+                ref_chosen_logps / ref_rejected_logps, and with max_length=512 (keep_end)
+- reward:       trl.trainer.reward_trainer.DataCollatorForPreference(pad_token_id), margins
+- KTO:          trl.trainer.kto_trainer.DataCollatorForUnpairedPreference, KL completions
+- GRPO pad:     what GRPOTrainer does with generated prompt and completion token lists
+                (`torch.tensor` per row, `ones_like` masks, `trl.trainer.utils.pad` x4: prompts
+                left, completions right) against `fastcollate.trl.pad_with_mask` x2
+- pad tensors:  `trl.trainer.utils.pad` against `fastcollate.trl.pad` on the same 1-d tensors
+
 Each batch is checked equal (keys, values, dtypes) before timing. Reported: microseconds per
 batch of the collator call alone (the rows are read beforehand, except the Arrow case, whose
 fastcollate figure includes reading from Arrow), best of --repeat, and TRL's time over
@@ -43,7 +55,11 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import trl  # noqa: E402
 from trl.data_utils import pack_dataset  # noqa: E402
+from trl.trainer.dpo_trainer import DataCollatorForPreference as TRLPreference  # noqa: E402
+from trl.trainer.kto_trainer import DataCollatorForUnpairedPreference as TRLUnpaired  # noqa: E402
+from trl.trainer.reward_trainer import DataCollatorForPreference as TRLReward  # noqa: E402
 from trl.trainer.sft_trainer import DataCollatorForLanguageModeling as TRLCollator  # noqa: E402
+from trl.trainer.utils import pad as trl_pad  # noqa: E402
 
 import fastcollate  # noqa: E402
 import fastcollate.trl  # noqa: E402
@@ -150,6 +166,96 @@ def per_batch(collate, inputs: list, repeat: int) -> float:
     return best * 1e6
 
 
+def preference_dataset(rows: int, seed: int = 2) -> datasets.Dataset:
+    rng = np.random.default_rng(seed)
+
+    def lengths(median: float) -> np.ndarray:
+        return np.clip(rng.lognormal(np.log(median), 0.6, rows).astype(np.int64), 4, 1024)
+
+    def tokens(counts: np.ndarray) -> list:
+        return [rng.integers(0, 150000, n).tolist() for n in counts]
+
+    columns = {
+        "prompt_ids": tokens(lengths(150)),
+        "chosen_ids": tokens(lengths(250)),
+        "rejected_ids": tokens(lengths(250)),
+        "ref_chosen_logps": rng.normal(-300, 50, rows).tolist(),
+        "ref_rejected_logps": rng.normal(-320, 50, rows).tolist(),
+        "margin": rng.random(rows).tolist(),
+        "label": (rng.random(rows) < 0.5).tolist(),
+    }
+    return datasets.Dataset.from_dict(columns)
+
+
+def grpo_trl(batch: list) -> tuple:
+    """GRPOTrainer's padding of a batch of generated (prompt, completion) token lists."""
+    prompts = [torch.tensor(row["prompt_ids"]) for row in batch]
+    prompt_mask = [torch.ones_like(ids, dtype=torch.long) for ids in prompts]
+    completions = [torch.tensor(row["chosen_ids"]) for row in batch]
+    completion_mask = [torch.ones_like(ids, dtype=torch.long) for ids in completions]
+    return (
+        trl_pad(prompts, PAD_ID, "left"),
+        trl_pad(prompt_mask, 0, "left"),
+        trl_pad(completions, PAD_ID, "right"),
+        trl_pad(completion_mask, 0, "right"),
+    )
+
+
+def grpo_fastcollate(batch: list) -> tuple:
+    prompts = fastcollate.trl.pad_with_mask([row["prompt_ids"] for row in batch], PAD_ID, "left")
+    completions = fastcollate.trl.pad_with_mask([row["chosen_ids"] for row in batch], PAD_ID)
+    return (*prompts, *completions)
+
+
+def preference_cases(args: argparse.Namespace) -> None:
+    data = preference_dataset(args.rows)
+    dpo_rows = data.select_columns(
+        ["prompt_ids", "chosen_ids", "rejected_ids", "ref_chosen_logps", "ref_rejected_logps"]
+    )
+    kto_rows = data.rename_columns({"chosen_ids": "completion_ids"}).rename_columns(
+        {"rejected_ids": "KL_completion_ids"}
+    )
+    truncated = {"max_length": 512, "truncation_mode": "keep_end"}
+    cases = [
+        ("DPO", dpo_rows, TRLPreference, fastcollate.trl.DataCollatorForPreference, {}),
+        ("DPO 512 keep_end", dpo_rows, TRLPreference,
+         fastcollate.trl.DataCollatorForPreference, truncated),
+        ("reward", data.select_columns(["chosen_ids", "rejected_ids", "margin"]), TRLReward,
+         fastcollate.trl.RewardDataCollatorForPreference, {}),
+        ("KTO", kto_rows.select_columns(["prompt_ids", "completion_ids", "KL_completion_ids",
+                                         "label"]), TRLUnpaired,
+         fastcollate.trl.DataCollatorForUnpairedPreference, {}),
+    ]  # fmt: skip
+    for name, rows_data, theirs_class, ours_class, options in cases:
+        theirs = theirs_class(pad_token_id=PAD_ID, **options)
+        ours = ours_class(pad_token_id=PAD_ID, **options)
+        for batch_size in args.batch_size:
+            rows = batches(rows_data, batch_size, min(args.batches, len(rows_data) // batch_size))
+            for batch in rows[:3]:
+                same(ours(batch), theirs(batch))
+            report(name, batch_size, per_batch(theirs, rows, args.repeat),
+                   per_batch(ours, rows, args.repeat))  # fmt: skip
+    for batch_size in args.batch_size:
+        rows = batches(data, batch_size, min(args.batches, len(data) // batch_size))
+        for batch in rows[:3]:
+            for a, b in zip(grpo_fastcollate(batch), grpo_trl(batch), strict=True):
+                assert a.dtype == b.dtype and torch.equal(a, b)
+        report("GRPO pad x4", batch_size, per_batch(grpo_trl, rows, args.repeat),
+               per_batch(grpo_fastcollate, rows, args.repeat))  # fmt: skip
+    for batch_size in args.batch_size:
+        rows = batches(data, batch_size, min(args.batches, len(data) // batch_size))
+        tensors = [[torch.tensor(row["chosen_ids"]) for row in batch] for batch in rows]
+        for batch in tensors[:3]:
+            assert torch.equal(fastcollate.trl.pad(batch, PAD_ID), trl_pad(batch, PAD_ID))
+        trl_us = per_batch(lambda b: trl_pad(b, PAD_ID), tensors, args.repeat)
+        ours_us = per_batch(lambda b: fastcollate.trl.pad(b, PAD_ID), tensors, args.repeat)
+        report("pad tensors", batch_size, trl_us, ours_us)
+
+
+def report(name: str, batch_size: int, trl_us: float, ours_us: float) -> None:
+    print(f"{name:<18}{batch_size:>6}{trl_us:>12.0f}{ours_us:>16.0f}{trl_us / ours_us:>8.0f}x")
+
+
 def same(ours: dict, theirs: dict) -> None:
     assert list(ours) == list(theirs), (list(ours), list(theirs))
     for key, value in theirs.items():
@@ -159,26 +265,7 @@ def same(ours: dict, theirs: dict) -> None:
             assert ours[key] == value, key
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=int, default=4000)
-    parser.add_argument("--batch-size", type=int, nargs="+", default=[8, 32])
-    parser.add_argument("--batches", type=int, default=20, help="batches timed per pass")
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--prep-rows", type=int, nargs="*", default=[20000, 100000])
-    args = parser.parse_args()
-    if fastcollate.build_profile != "release":
-        sys.exit(
-            f"fastcollate is a {fastcollate.build_profile} build: timings would mean nothing. "
-            "Build it with `maturin develop --release` (or pip install .)."
-        )
-    warnings.simplefilter("ignore")
-    torch.set_num_threads(1)
-    print(
-        f"fastcollate {fastcollate.__version__} ({fastcollate.build_profile}), trl "
-        f"{trl.__version__}, torch {torch.__version__}, Python {platform.python_version()}, "
-        f"{platform.machine()}"
-    )
+def sft_cases(args: argparse.Namespace) -> None:
     dataset = sft_dataset(args.rows)
     packed = pack_dataset(dataset.select_columns(["input_ids", "labels"]), MAX_LENGTH, "bfd")
     cases = [
@@ -187,7 +274,6 @@ def main() -> None:
         ("packed (bfd)", packed, {"padding_free": True}, False),
         ("padded, Arrow", dataset, {}, True),
     ]
-    print(f"{'case':<16}{'batch':>6}{'TRL µs':>12}{'fastcollate µs':>16}{'ratio':>9}")
     for name, data, options, arrow in cases:
         theirs = TRLCollator(pad_token_id=PAD_ID, **options)
         ours = fastcollate.trl.DataCollatorForLanguageModeling(pad_token_id=PAD_ID, **options)
@@ -206,10 +292,37 @@ def main() -> None:
                 same(ours(ours_input), theirs(rows_input))
             trl_us = per_batch(theirs, rows, args.repeat)
             ours_us = per_batch(ours, inputs, args.repeat)
-            print(
-                f"{name:<16}{batch_size:>6}{trl_us:>12.0f}{ours_us:>16.0f}{trl_us / ours_us:>8.0f}x"
-            )
-    if args.prep_rows:
+            report(name, batch_size, trl_us, ours_us)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=4000)
+    parser.add_argument("--batch-size", type=int, nargs="+", default=[8, 32])
+    parser.add_argument("--batches", type=int, default=20, help="batches timed per pass")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--prep-rows", type=int, nargs="*", default=[20000, 100000])
+    parser.add_argument(
+        "--only-preference", action="store_true", help="skip the SFT cases (quicker)"
+    )
+    args = parser.parse_args()
+    if fastcollate.build_profile != "release":
+        sys.exit(
+            f"fastcollate is a {fastcollate.build_profile} build: timings would mean nothing. "
+            "Build it with `maturin develop --release` (or pip install .)."
+        )
+    warnings.simplefilter("ignore")
+    torch.set_num_threads(1)
+    print(
+        f"fastcollate {fastcollate.__version__} ({fastcollate.build_profile}), trl "
+        f"{trl.__version__}, torch {torch.__version__}, Python {platform.python_version()}, "
+        f"{platform.machine()}"
+    )
+    print(f"{'case':<18}{'batch':>6}{'TRL µs':>12}{'fastcollate µs':>16}{'ratio':>9}")
+    if not args.only_preference:
+        sft_cases(args)
+    preference_cases(args)
+    if args.prep_rows and not args.only_preference:
         bench_preparation(args.prep_rows, args.repeat)
 
 

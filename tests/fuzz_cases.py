@@ -35,7 +35,11 @@ sys.path.insert(0, os.path.dirname(__file__))
 from conftest import model_dir  # noqa: E402
 
 try:  # TRL 1.16 needs Python >= 3.11: its entry point is fuzzed where it is installed.
+    import trl.trainer.dpo_trainer as trl_dpo  # noqa: E402
+    import trl.trainer.kto_trainer as trl_kto  # noqa: E402
+    import trl.trainer.reward_trainer as trl_reward  # noqa: E402
     import trl.trainer.sft_trainer as trl_sft  # noqa: E402
+    import trl.trainer.utils as trl_utils  # noqa: E402
 
     import fastcollate.trl  # noqa: E402
 except ImportError:
@@ -52,7 +56,29 @@ ENTRY_POINTS = (
     "DataCollatorForLanguageModeling",
     "DataCollatorForMultipleChoice",
     "get_length_grouped_indices",
-) + (("trl.DataCollatorForLanguageModeling",) if trl_sft is not None else ())
+) + (
+    (
+        "trl.DataCollatorForLanguageModeling",
+        "trl.DataCollatorForPreference",
+        "trl.RewardDataCollatorForPreference",
+        "trl.DataCollatorForUnpairedPreference",
+        "trl.pad",
+        "trl.pad_with_mask",
+    )
+    if trl_sft is not None
+    else ()
+)
+# The keys of token ids each TRL preference collator reads.
+TRL_SEQUENCE_KEYS = {
+    "trl.DataCollatorForPreference": ["prompt_ids", "chosen_ids", "rejected_ids"],
+    "trl.RewardDataCollatorForPreference": ["chosen_ids", "rejected_ids"],
+    "trl.DataCollatorForUnpairedPreference": ["prompt_ids", "completion_ids", "KL_completion_ids"],
+}
+TRL_SCALAR_KEYS = {
+    "trl.DataCollatorForPreference": ["ref_chosen_logps", "ref_rejected_logps"],
+    "trl.RewardDataCollatorForPreference": ["margin"],
+    "trl.DataCollatorForUnpairedPreference": ["ref_logps", "ref_KL_logps", "label"],
+}
 ABSURD_INTS = [2**45, 2**62, 2**63 - 1, 2**63, 2**64, 2**100, -1, -(2**63), -(2**64)]
 NUMPY_DTYPES = [
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
@@ -301,6 +327,18 @@ def make_case(seed: int) -> tuple[str, Any, dict]:
                     lengths = [cut, n - cut] if 0 < cut < n else [n]
                     row["seq_lengths"] = g.sequence() if g.harm(0.3) else lengths
         return entry, batch, options
+    if entry in TRL_SEQUENCE_KEYS:
+        return entry, trl_preference_batch(g, entry), trl_preference_options(g, entry)
+    if entry in ("trl.pad", "trl.pad_with_mask"):
+        fmt = "torch" if entry == "trl.pad" else "list"
+        size = g.r.choice([1, 2, 3, 5, 0 if g.hostile else 4])
+        batch = [g.sequence(None if g.harm(0.2) else fmt) for _ in range(size)]
+        options = {"padding_value": g.option_int([0, 1, 50])}
+        if g.chance(0.7):
+            options["padding_side"] = g.r.choice(["left", "right"] + ["middle", None] * g.hostile)
+        if g.chance(0.5):
+            options["pad_to_multiple_of"] = g.option_int([None, 1, 8])
+        return entry, batch, options
     if entry == "DataCollatorForMultipleChoice":
         options = g.padding_options()
         choices = 0 if g.harm(0.1) else g.r.choice([1, 2, 3])
@@ -324,6 +362,40 @@ def make_case(seed: int) -> tuple[str, Any, dict]:
         "mega_batch_mult": g.option_int([None, None, 1, 2]),
     }
     return entry, lengths, options
+
+
+def trl_preference_batch(g: Generator, entry: str) -> Any:
+    keys = TRL_SEQUENCE_KEYS[entry]
+    if entry == "trl.DataCollatorForUnpairedPreference" and g.chance(0.5):
+        keys = keys[:2]
+    batch = g.batch(keys)
+    scalars = [key for key in TRL_SCALAR_KEYS[entry] if key == "label" or g.chance(0.5)]
+    for row in batch if isinstance(batch, list) else []:
+        if isinstance(row, dict):
+            for key in scalars:
+                if not g.harm(0.08):
+                    row[key] = g.hostile_scalar() if g.harm(0.3) else g.r.choice([0, 1, -2.5])
+    return batch
+
+
+def trl_preference_options(g: Generator, entry: str) -> dict:
+    options: dict = {"pad_token_id": g.option_int([0, 1, 50])}
+    if g.chance(0.4):
+        options["pad_to_multiple_of"] = g.option_int([None, 1, 8])
+    if entry != "trl.RewardDataCollatorForPreference" and g.chance(0.5):
+        options["max_length"] = g.option_int([None, 1, 3, 8])
+    if entry == "trl.DataCollatorForPreference" and g.chance(0.5):
+        modes = ["keep_start", "keep_end"] + ["keep_middle"] * g.hostile
+        options["truncation_mode"] = g.r.choice(modes)
+    return options
+
+
+def grpo_padding(sequences: Any, **options: Any) -> tuple:
+    """TRL's GRPO trainer's padding of prompt or completion token lists."""
+    tensors = [torch.tensor(row) for row in sequences]
+    masks = [torch.ones_like(row, dtype=torch.long) for row in tensors]
+    mask_options = {key: value for key, value in options.items() if key != "padding_value"}
+    return trl_utils.pad(tensors, **options), trl_utils.pad(masks, 0, **mask_options)
 
 
 TOKENIZERS: dict = {}
@@ -372,6 +444,25 @@ def calls(entry: str, batch: Any, options: dict) -> tuple:
         return (
             fastcollate.trl.DataCollatorForLanguageModeling(**options),
             trl_sft.DataCollatorForLanguageModeling(**options),
+        )
+    if entry in TRL_SEQUENCE_KEYS:
+        theirs_module = {
+            "trl.DataCollatorForPreference": trl_dpo,
+            "trl.RewardDataCollatorForPreference": trl_reward,
+            "trl.DataCollatorForUnpairedPreference": trl_kto,
+        }[entry]
+        name = entry.removeprefix("trl.")
+        theirs_cls = getattr(theirs_module, name.removeprefix("Reward"))
+        return getattr(fastcollate.trl, name)(**options), theirs_cls(**options)
+    if entry == "trl.pad":
+        return (
+            lambda b: fastcollate.trl.pad(b, **options),
+            lambda b: trl_utils.pad(b, **options),
+        )
+    if entry == "trl.pad_with_mask":
+        return (
+            lambda b: fastcollate.trl.pad_with_mask(b, **options),
+            lambda b: grpo_padding(b, **options),
         )
     ours_cls, theirs_cls = getattr(fastcollate, entry), getattr(transformers, entry)
     return ours_cls(tok, **options), theirs_cls(tok, **options)
@@ -502,10 +593,25 @@ def known_difference(entry: str, batch: Any, options: dict) -> str | None:
         return "tuples are read like lists"
     if any(isinstance(v, np.ndarray) and v.dtype == object for _, v in _values(batch)):
         return "object arrays: transformers turns them into nested lists first"
+    sequence_keys = TRL_SEQUENCE_KEYS.get(entry, ["input_ids", "labels"]) if trl_sft else []
     if entry.startswith("trl.") and any(
-        _is_empty(row.get(key)) for row in rows for key in ("input_ids", "labels")
+        _is_empty(row.get(key)) for row in rows for key in sequence_keys
     ):
         return "an empty row: TRL's torch.tensor([]) is float32, which spreads to its batch"
+    if (
+        entry == "trl.pad_with_mask"
+        and isinstance(batch, list)
+        and any(_is_empty(row) for row in batch)
+    ):
+        return "an empty row: TRL's torch.tensor([]) is float32, which spreads to its batch"
+    if entry.startswith("trl.") and any(
+        isinstance(value, list) and any(isinstance(x, (bool, np.bool_)) for x in value)
+        for value in (
+            *(v for _, v in _values(batch)),
+            *(batch if entry == "trl.pad_with_mask" else []),
+        )
+    ):
+        return "a bool among token ids is read as 0/1 (TRL's dtype follows a row of bools)"
     if rows and all(_is_empty(row.get("input_ids")) for row in rows):
         return "an empty main input: transformers returns the input unchanged"
     if entry == "DataCollatorForLanguageModeling" and any(

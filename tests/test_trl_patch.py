@@ -104,6 +104,17 @@ def test_patch_and_undo_by_owner():
             fastcollate.trl.DataCollatorForLanguageModeling
         )
         assert trl.data_utils.pack_dataset is fastcollate.trl.pack_dataset
+        for module_name, name, ours in [
+            ("trl.trainer.dpo_trainer", "DataCollatorForPreference",
+             fastcollate.trl.DataCollatorForPreference),
+            ("trl.trainer.reward_trainer", "DataCollatorForPreference",
+             fastcollate.trl.RewardDataCollatorForPreference),
+            ("trl.trainer.kto_trainer", "DataCollatorForUnpairedPreference",
+             fastcollate.trl.DataCollatorForUnpairedPreference),
+            ("trl.trainer.grpo_trainer", "pad", fastcollate.trl.pad),
+            ("trl.trainer.utils", "pad", fastcollate.trl.pad),
+        ]:
+            assert getattr(sys.modules[module_name], name) is ours, (module_name, name)
         assert "trl.trainer.sft_trainer.DataCollatorForLanguageModeling" in repr(handle)
         fastcollate.patch_trl()  # again: harmless, TRL's objects still remembered
         handle.undo()

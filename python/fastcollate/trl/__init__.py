@@ -7,6 +7,10 @@ same packed dataset), decided in Rust from the Arrow offsets. `prepare_tokenized
 is what `SFTTrainer` does to a tokenized dataset (labels from the masks, truncation, filtering,
 packing) as column operations over the Arrow buffers. Needs
 `pip install 'fastcollate[trl]'`.
+
+The preference collators: DPO's `DataCollatorForPreference`, the reward trainer's class of the
+same name as `RewardDataCollatorForPreference`, KTO's `DataCollatorForUnpairedPreference`; and
+TRL's `pad` helper, with `pad_with_mask` for the token lists GRPO and RLOO pad.
 """
 
 from .._internal.extras import require
@@ -15,11 +19,22 @@ require("fastcollate.trl", "trl", "torch", "trl")
 
 from ..sampling.pack_dataset import pack_dataset  # noqa: E402
 from .language_modeling import DataCollatorForLanguageModeling  # noqa: E402
+from .padding import pad, pad_with_mask  # noqa: E402
 from .patch import TRLPatch, patch_trl, unpatch_trl  # noqa: E402
+from .preference import (  # noqa: E402
+    DataCollatorForPreference,
+    DataCollatorForUnpairedPreference,
+    RewardDataCollatorForPreference,
+)
 from .sft_preparation import prepare_tokenized_sft_dataset  # noqa: E402
 
 __all__ = [
     "DataCollatorForLanguageModeling",
+    "DataCollatorForPreference",
+    "RewardDataCollatorForPreference",
+    "DataCollatorForUnpairedPreference",
+    "pad",
+    "pad_with_mask",
     "pack_dataset",
     "prepare_tokenized_sft_dataset",
     "patch_trl",

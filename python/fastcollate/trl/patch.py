@@ -26,6 +26,15 @@ _TARGETS: dict[str, tuple[tuple[str, str], ...]] = {
     "DataCollatorForLanguageModeling": (
         ("trl.trainer.sft_trainer", "DataCollatorForLanguageModeling"),
     ),
+    "DataCollatorForPreference": (("trl.trainer.dpo_trainer", "DataCollatorForPreference"),),
+    # The reward trainer's collator: another class of the same name in TRL.
+    "RewardDataCollatorForPreference": (
+        ("trl.trainer.reward_trainer", "DataCollatorForPreference"),
+    ),
+    "DataCollatorForUnpairedPreference": (
+        ("trl.trainer.kto_trainer", "DataCollatorForUnpairedPreference"),
+    ),
+    "pad": tuple((module, "pad") for module in _PAD_USERS),
     "pack_dataset": (
         ("trl", "pack_dataset"),
         ("trl.data_utils", "pack_dataset"),
@@ -38,9 +47,19 @@ def _fastcollate_objects() -> dict[str, Any]:
     """fastcollate's object for each name in `_TARGETS`."""
     from ..sampling.pack_dataset import pack_dataset
     from .language_modeling import DataCollatorForLanguageModeling
+    from .padding import pad
+    from .preference import (
+        DataCollatorForPreference,
+        DataCollatorForUnpairedPreference,
+        RewardDataCollatorForPreference,
+    )
 
     return {
         "DataCollatorForLanguageModeling": DataCollatorForLanguageModeling,
+        "DataCollatorForPreference": DataCollatorForPreference,
+        "RewardDataCollatorForPreference": RewardDataCollatorForPreference,
+        "DataCollatorForUnpairedPreference": DataCollatorForUnpairedPreference,
+        "pad": pad,
         "pack_dataset": pack_dataset,
     }
 
@@ -59,8 +78,9 @@ def _replacements() -> dict[tuple[str, str], Any]:
 
 def patch_trl() -> TRLPatch:
     """Makes TRL build fastcollate's objects where TRL's modules look them up (`_TARGETS`
-    lists each place): `SFTTrainer`'s collator (`DataCollatorForLanguageModeling`) and
-    `pack_dataset` (`SFTConfig(packing=True)`). Code that imported a name before the call keeps
+    lists each place): `SFTTrainer`'s collator (`DataCollatorForLanguageModeling`), the DPO,
+    reward and KTO collators, the `pad` helper the trainers call, and `pack_dataset`
+    (`SFTConfig(packing=True)`). Code that imported a name before the call keeps
     the object it imported. Calling it again is harmless.
 
     Undo with `unpatch_trl()`, the returned handle's `undo()`, or

@@ -1,0 +1,331 @@
+"""TRL's preference collators on the native padding call: DPO's `DataCollatorForPreference`,
+the reward trainer's class of the same name (`RewardDataCollatorForPreference` here) and KTO's
+`DataCollatorForUnpairedPreference`.
+
+Each joins prompt and completion lists in Python (a C-level list concatenation per sequence),
+pads every sequence of the batch with one native call that also makes the attention mask, and
+derives the completion mask from the prompt lengths with one numpy comparison.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from trl.trainer.dpo_trainer import DataCollatorForPreference as TRLPreferenceCollator
+from trl.trainer.kto_trainer import DataCollatorForUnpairedPreference as TRLUnpairedCollator
+from trl.trainer.reward_trainer import DataCollatorForPreference as TRLRewardCollator
+
+from ..collators.padding_options import MAX_SIZE, checked_int, checked_pad_id
+from .language_modeling import _row_dtype, _tensor
+from .padding import padded_columns, padded_ids
+
+_TRUNCATION_MODES = ("keep_start", "keep_end")
+
+
+class _PtOnly:
+    """TRL's preference collators return torch tensors only; another `return_tensors` is
+    refused with a ValueError (TRL's mixin fails on a missing `numpy_call`)."""
+
+    return_tensors: str
+
+    def __call__(self, features: Any, return_tensors: str | None = None) -> dict[str, Any]:
+        kind = self.return_tensors if return_tensors is None else return_tensors
+        if kind != "pt":
+            raise ValueError(
+                f"return_tensors={kind!r} is not supported: TRL's collator returns torch "
+                "tensors only ('pt')"
+            )
+        return self.torch_call(features)
+
+
+def _rows(examples: Any) -> list:
+    if isinstance(examples, (Mapping, str, bytes)):
+        raise TypeError("a collator takes a list of rows (mappings of feature names to values)")
+    rows = examples if isinstance(examples, list) else list(examples)
+    if not rows:
+        raise ValueError("cannot collate an empty batch: no rows were given")
+    for row, example in enumerate(rows):
+        if not isinstance(example, Mapping):
+            raise TypeError(f"row {row} is a {type(example).__name__}; rows must be mappings")
+    return rows
+
+
+def _column(rows: list, key: str) -> list:
+    """Every row's `key`; a missing one is a ValueError naming the row."""
+    try:
+        return [example[key] for example in rows]
+    except KeyError:
+        row = next(i for i, example in enumerate(rows) if key not in example)
+        raise ValueError(f"row {row} has no '{key}'; every row needs it") from None
+
+
+def _token_lists(rows: list, key: str) -> list:
+    """`key` of every row, which must be a list or tuple of token ids: TRL joins prompt and
+    completion with `+`, which adds numpy arrays and tensors element by element instead."""
+    values = _column(rows, key)
+    for row, value in enumerate(values):
+        if type(value) is not list and not isinstance(value, (list, tuple)):
+            raise TypeError(
+                f"'{key}' in row {row} is a {type(value).__name__}; it must be a list of token "
+                "ids (TRL would add an array to the prompt element by element)"
+            )
+    return values
+
+
+def _joined(prompts: list, completions: list) -> list:
+    return [
+        prompt + completion if type(prompt) is type(completion) else [*prompt, *completion]
+        for prompt, completion in zip(prompts, completions, strict=True)
+    ]
+
+
+def _scalars(rows: list, key: str, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """One value per row as a tensor, as `torch.tensor` makes it (TRL's call)."""
+    values = _column(rows, key)
+    try:
+        return torch.tensor(values, dtype=dtype)
+    except (TypeError, ValueError, RuntimeError) as error:
+        for row, value in enumerate(values):
+            if isinstance(value, (str, bytes)) or not (
+                isinstance(value, (int, float, np.number, np.bool_))
+                or (isinstance(value, torch.Tensor) and value.dim() == 0)
+            ):
+                raise TypeError(
+                    f"'{key}' in row {row} is {value!r}; it must be a single number"
+                ) from None
+        raise TypeError(f"'{key}' cannot be made a tensor: {error}") from None
+
+
+def _options(collator: Any) -> tuple[int, int | None, int | None]:
+    pad_token_id = checked_pad_id("pad_token_id", collator.pad_token_id)
+    multiple = collator.pad_to_multiple_of
+    if multiple is not None:
+        multiple = checked_int("pad_to_multiple_of", multiple, 1, MAX_SIZE)
+    max_length = getattr(collator, "max_length", None)
+    if max_length is not None:
+        # TRL's keep_end with 0 would keep everything (a slice from -0); refused instead.
+        max_length = checked_int("max_length", max_length, 1, MAX_SIZE)
+    return pad_token_id, multiple, max_length
+
+
+def _cut_join(prompt: Any, completion: Any, max_length: int, keep_end: bool) -> Any:
+    """`(prompt + completion)[:max_length]` (or `[-max_length:]`), without building the whole
+    join first."""
+    if len(prompt) + len(completion) <= max_length:
+        pass
+    elif keep_end:
+        if len(completion) >= max_length:
+            return completion[len(completion) - max_length :]
+        prompt = prompt[len(prompt) - (max_length - len(completion)) :]
+    else:
+        if len(prompt) >= max_length:
+            return prompt[:max_length]
+        completion = completion[: max_length - len(prompt)]
+    return prompt + completion if type(prompt) is type(completion) else [*prompt, *completion]
+
+
+def _prompt_and_completion(
+    prompts: list, completions: list, max_length: int | None, keep_end: bool
+) -> tuple[list, np.ndarray]:
+    """The joined sequences (cut to `max_length`) and, per sequence, the first column of its
+    completion after the cut."""
+    prompt_lengths = np.fromiter(map(len, prompts), dtype=np.int64, count=len(prompts))
+    if max_length is None:
+        return _joined(prompts, completions), prompt_lengths
+    if keep_end:
+        completion_lengths = np.fromiter(map(len, completions), np.int64, len(completions))
+        dropped = np.maximum(prompt_lengths + completion_lengths - max_length, 0)
+        prompt_lengths = np.maximum(prompt_lengths - dropped, 0)
+    sequences = [
+        _cut_join(prompt, completion, max_length, keep_end)
+        for prompt, completion in zip(prompts, completions, strict=True)
+    ]
+    return sequences, prompt_lengths
+
+
+def _completion_mask(attention_mask: np.ndarray, completion_starts: np.ndarray) -> np.ndarray:
+    """1 from each row's completion start to the end of its tokens (read from the mask)."""
+    completion = attention_mask.copy()
+    for row, start in enumerate(completion_starts.tolist()):
+        if start:
+            completion[row, :start] = 0
+    return completion
+
+
+class DataCollatorForPreference(_PtOnly, TRLPreferenceCollator):
+    """Same arguments and output as `trl.trainer.dpo_trainer.DataCollatorForPreference` (TRL
+    1.16), DPO's collator: `pad_token_id`, `max_length`, `truncation_mode` ("keep_start" or
+    "keep_end"), `pad_to_multiple_of`, `return_tensors` ("pt" only, as in TRL).
+
+    Rows hold `prompt_ids`, `chosen_ids`, `rejected_ids` (lists of token ids) and optionally
+    `ref_chosen_logps` / `ref_rejected_logps`. Output: `input_ids` (prompt + chosen for every
+    row, then prompt + rejected: 2 × batch rows, each truncated to `max_length` and padded right
+    with `pad_token_id`), `attention_mask`, `completion_mask` (1 on completion tokens), all
+    int64, then the reference log-probabilities as TRL's `torch.tensor` makes them.
+
+    Unlike TRL: a numpy array or tensor among the ids is a TypeError (TRL's `+` would add it to
+    the prompt element by element); an empty first sequence leaves `input_ids` int64 (TRL's
+    `torch.tensor([])` makes the whole batch float32); `max_length` must be at least 1 (TRL's
+    keep_end with 0 keeps everything); a missing key or a non-integer id is a ValueError /
+    TypeError naming the key and row. The vision collator (`DataCollatorForVisionPreference`) is
+    not replaced.
+    """
+
+    def torch_call(self, examples: Any) -> dict[str, Any]:
+        rows = _rows(examples)
+        pad_token_id, multiple, max_length = _options(self)
+        if self.truncation_mode not in _TRUNCATION_MODES:
+            raise ValueError(
+                f"Unsupported truncation mode: {self.truncation_mode!r}; expected 'keep_start' "
+                "or 'keep_end'"
+            )
+        keep_end = self.truncation_mode == "keep_end"
+        prompts = _token_lists(rows, "prompt_ids")
+        chosen = _token_lists(rows, "chosen_ids")
+        rejected = _token_lists(rows, "rejected_ids")
+        chosen_sequences, chosen_starts = _prompt_and_completion(
+            prompts, chosen, max_length, keep_end
+        )
+        rejected_sequences, rejected_starts = _prompt_and_completion(
+            prompts, rejected, max_length, keep_end
+        )
+        input_ids, attention_mask = _padded_pairs(
+            chosen_sequences,
+            rejected_sequences,
+            ("chosen_ids", "rejected_ids"),
+            pad_token_id,
+            multiple,
+            prompt="prompt_ids",
+        )
+        starts = np.concatenate([chosen_starts, rejected_starts])
+        output = {
+            "input_ids": torch.from_numpy(input_ids),
+            "attention_mask": torch.from_numpy(attention_mask),
+            "completion_mask": torch.from_numpy(_completion_mask(attention_mask, starts)),
+        }
+        first = rows[0]
+        for key in ("ref_chosen_logps", "ref_rejected_logps"):
+            if key in first:
+                output[key] = _scalars(rows, key)
+        return output
+
+
+def _padded_pairs(
+    first: list,
+    second: list,
+    keys: tuple[str, str],
+    pad_token_id: int,
+    multiple: int | None,
+    prompt: str | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """`first` then `second` padded together; a bad row is reported under the rows' own keys."""
+    batch = len(first)
+
+    def where(row: int) -> str:
+        key = f"'{keys[row >= batch]}'"
+        return (
+            f"'{prompt}' + {key} in row {row % batch}" if prompt else f"{key} in row {row % batch}"
+        )
+
+    return padded_ids(first + second, pad_token_id, multiple, False, where)
+
+
+class RewardDataCollatorForPreference(_PtOnly, TRLRewardCollator):
+    """Same arguments and output as `trl.trainer.reward_trainer.DataCollatorForPreference` (TRL
+    1.16), the reward trainer's collator — a different class from DPO's of the same name, hence
+    the name here: `pad_token_id`, `pad_to_multiple_of`, `return_tensors` ("pt" only).
+
+    Rows hold `chosen_ids`, `rejected_ids` and optionally `margin`. Output: `input_ids` (every
+    row's chosen sequence, then every rejected one, padded right), `attention_mask`, both in the
+    first chosen row's dtype (Python lists: int64; numpy arrays and tensors keep theirs, as
+    TRL's `torch.tensor` does), and `margin` (float32).
+
+    Unlike TRL: an empty first sequence leaves the output int64 (TRL's `torch.tensor([])` makes
+    it float32); a pad id the first row's dtype cannot hold, a non-integer id or a missing key is
+    a ValueError / TypeError naming the key and row, where TRL wraps values around or fails deep
+    in torch.
+    """
+
+    def torch_call(self, examples: Any) -> dict[str, Any]:
+        rows = _rows(examples)
+        pad_token_id, multiple, _ = _options(self)
+        chosen = _column(rows, "chosen_ids")
+        rejected = _column(rows, "rejected_ids")
+        dtype = _row_dtype(chosen[0], "chosen_ids", 0)
+        if any(type(v) is not list for v in chosen) or any(type(v) is not list for v in rejected):
+            for key, values in (("chosen_ids", chosen), ("rejected_ids", rejected)):
+                for row, value in enumerate(values):
+                    _row_dtype(value, key, row)
+        input_ids, attention_mask = _padded_pairs(
+            chosen, rejected, ("chosen_ids", "rejected_ids"), pad_token_id, multiple
+        )
+        output = {
+            "input_ids": _tensor(input_ids, dtype, "input_ids"),
+            "attention_mask": _tensor(attention_mask, dtype, "attention_mask"),
+        }
+        if "margin" in rows[0]:
+            output["margin"] = _scalars(rows, "margin", torch.float)
+        return output
+
+
+class DataCollatorForUnpairedPreference(_PtOnly, TRLUnpairedCollator):
+    """Same arguments and output as `trl.trainer.kto_trainer.DataCollatorForUnpairedPreference`
+    (TRL 1.16), KTO's collator: `pad_token_id`, `max_length` (keeps the start),
+    `pad_to_multiple_of`, `return_tensors` ("pt" only).
+
+    Rows hold `prompt_ids`, `completion_ids`, `label`, and optionally `KL_completion_ids`,
+    `ref_logps`, `ref_KL_logps`. Output: `input_ids`, `attention_mask`, `completion_mask` (int64,
+    padded right), the same three with a `KL_` prefix when the first row has
+    `KL_completion_ids`, then `ref_logps`, `ref_KL_logps` and `label` as TRL's `torch.tensor`
+    makes them.
+
+    Unlike TRL: a numpy array or tensor among the ids is a TypeError (TRL's `+` would add it to
+    the prompt element by element); `max_length` must be at least 1; a missing key or a
+    non-integer id is a ValueError / TypeError naming the key and row. The vision collator is not
+    replaced.
+    """
+
+    def torch_call(self, examples: Any) -> dict[str, Any]:
+        rows = _rows(examples)
+        pad_token_id, multiple, max_length = _options(self)
+        prompts = _token_lists(rows, "prompt_ids")
+        sets = [
+            (prefix, key)
+            for prefix, key in (("", "completion_ids"), ("KL_", "KL_completion_ids"))
+            if key in rows[0]
+        ]
+        columns, starts = [], []
+        for _, key in sets:
+            sequences, completion_starts = _prompt_and_completion(
+                prompts, _token_lists(rows, key), max_length, False
+            )
+            columns.append(sequences)
+            starts.append(completion_starts)
+        padded = (
+            padded_columns(
+                columns,
+                pad_token_id,
+                multiple,
+                False,
+                lambda index, row: f"'prompt_ids' + '{sets[index][1]}' in row {row}",
+            )
+            if sets
+            else []
+        )
+        output: dict[str, Any] = {}
+        for (prefix, _), (input_ids, attention_mask), completion_starts in zip(
+            sets, padded, starts, strict=True
+        ):
+            output[f"{prefix}input_ids"] = torch.from_numpy(input_ids)
+            output[f"{prefix}attention_mask"] = torch.from_numpy(attention_mask)
+            output[f"{prefix}completion_mask"] = torch.from_numpy(
+                _completion_mask(attention_mask, completion_starts)
+            )
+        for key in ("ref_logps", "ref_KL_logps"):
+            if key in rows[0]:
+                output[key] = _scalars(rows, key)
+        output["label"] = _scalars(rows, "label")
+        return output

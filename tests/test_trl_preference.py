@@ -1,0 +1,381 @@
+"""Differential tests: fastcollate's TRL preference collators and pad helpers against TRL's own
+(TRL 1.16) on the same hypothesis-generated batches — DPO's `DataCollatorForPreference`
+(truncation modes, `max_length`, `pad_to_multiple_of`, reference log-probabilities), the reward
+trainer's `DataCollatorForPreference` (list / numpy / torch rows, margins), KTO's
+`DataCollatorForUnpairedPreference` (KL completions, labels, reference log-probabilities) and
+`trl.trainer.utils.pad` (1-d and 2-d tensors, both sides, mixed dtypes) — plus the four-step
+GRPO padding against `pad_with_mask`, bad input, and the documented differences."""
+
+from __future__ import annotations
+
+import copy
+import os
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("trl", reason="TRL 1.16 needs Python >= 3.11")
+
+from trl.trainer.dpo_trainer import DataCollatorForPreference as TRLPreference  # noqa: E402
+from trl.trainer.kto_trainer import DataCollatorForUnpairedPreference as TRLUnpaired  # noqa: E402
+from trl.trainer.reward_trainer import DataCollatorForPreference as TRLReward  # noqa: E402
+from trl.trainer.utils import pad as trl_pad  # noqa: E402
+
+from compare import assert_same_batch, assert_same_value  # noqa: E402
+from fastcollate.trl import (  # noqa: E402
+    DataCollatorForPreference,
+    DataCollatorForUnpairedPreference,
+    RewardDataCollatorForPreference,
+    pad,
+    pad_with_mask,
+)
+
+SETTINGS = settings(
+    max_examples=int(os.environ.get("FASTCOLLATE_EXAMPLES", 50)),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+PAD_IDS = [0, 2, 151643]
+MULTIPLES = [None, 1, 3, 8]
+MAX_LENGTHS = [None, 1, 2, 5, 9, 40]
+
+
+def ids(min_size=0, max_size=10):
+    return st.lists(st.integers(0, 2**40), min_size=min_size, max_size=max_size)
+
+
+def logp():
+    return st.one_of(st.floats(-50, 0, allow_nan=False), st.integers(-5, 0))
+
+
+def assert_unchanged(rows, before):
+    assert len(rows) == len(before)
+    for row, old in zip(rows, before, strict=True):
+        assert list(row) == list(old)
+        for key, value in row.items():
+            assert type(value) is type(old[key]), key
+            if isinstance(value, (np.ndarray, torch.Tensor)):
+                assert value.dtype == old[key].dtype, key
+                assert np.array_equal(np.asarray(value), np.asarray(old[key])), key
+            else:
+                assert value == old[key], key
+
+
+def compare(ours_class, theirs_class, rows, options):
+    before = copy.deepcopy(rows)
+    ours = ours_class(**options)(rows)
+    assert_unchanged(rows, before)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.tensor(tensor) warns inside TRL
+        expected = theirs_class(**options)(copy.deepcopy(rows))
+    assert_same_batch(ours, expected)
+    return ours
+
+
+# --- DPO -------------------------------------------------------------------------------------
+@st.composite
+def dpo_case(draw):
+    sequence = draw(st.sampled_from([list, tuple]))
+    with_ref = draw(st.sampled_from(["none", "chosen", "both"]))
+    rows = []
+    for index in range(draw(st.integers(1, 6))):
+        prompt = draw(ids(0, 8))
+        # TRL's torch.tensor([]) would make the batch float32 (see the test below).
+        chosen = draw(ids(0 if prompt or index else 1, 8))
+        row = {
+            "prompt_ids": sequence(prompt),
+            "chosen_ids": sequence(chosen),
+            "rejected_ids": sequence(draw(ids(0, 8))),
+        }
+        if with_ref != "none":
+            row["ref_chosen_logps"] = draw(logp())
+        if with_ref == "both":
+            row["ref_rejected_logps"] = draw(logp())
+        rows.append(row)
+    options = {
+        "pad_token_id": draw(st.sampled_from(PAD_IDS)),
+        "max_length": draw(st.sampled_from(MAX_LENGTHS)),
+        "truncation_mode": draw(st.sampled_from(["keep_start", "keep_end"])),
+        "pad_to_multiple_of": draw(st.sampled_from(MULTIPLES)),
+    }
+    return rows, options
+
+
+@SETTINGS
+@given(case=dpo_case())
+def test_dpo_same_output_as_trl(case):
+    rows, options = case
+    compare(DataCollatorForPreference, TRLPreference, rows, options)
+
+
+def test_dpo_docstring_example_and_truncation():
+    rows = [
+        {"prompt_ids": [1, 2, 3], "chosen_ids": [4, 5], "rejected_ids": [6]},
+        {"prompt_ids": [7, 8], "chosen_ids": [9], "rejected_ids": [10, 11]},
+    ]
+    batch = compare(DataCollatorForPreference, TRLPreference, rows, {"pad_token_id": 0})
+    assert batch["input_ids"].tolist() == [
+        [1, 2, 3, 4, 5], [7, 8, 9, 0, 0], [1, 2, 3, 6, 0], [7, 8, 10, 11, 0]
+    ]  # fmt: skip
+    assert batch["completion_mask"].tolist() == [
+        [0, 0, 0, 1, 1], [0, 0, 1, 0, 0], [0, 0, 0, 1, 0], [0, 0, 1, 1, 0]
+    ]  # fmt: skip
+    options = {"pad_token_id": 0, "max_length": 3, "truncation_mode": "keep_end"}
+    batch = compare(DataCollatorForPreference, TRLPreference, rows, options)
+    assert batch["input_ids"].tolist() == [[3, 4, 5], [7, 8, 9], [2, 3, 6], [8, 10, 11]]
+    assert batch["completion_mask"].tolist() == [[0, 1, 1], [0, 0, 1], [0, 0, 1], [0, 1, 1]]
+
+
+def test_dpo_is_trls_class():
+    assert isinstance(DataCollatorForPreference(pad_token_id=0), TRLPreference)
+
+
+# --- reward ----------------------------------------------------------------------------------
+def to_format(values, fmt, dtype):
+    if fmt == "list":
+        return list(values)
+    array = np.asarray(values, dtype=dtype)
+    return array if fmt == "numpy" else torch.from_numpy(array)
+
+
+@st.composite
+def reward_case(draw):
+    fmt = draw(st.sampled_from(["list", "numpy", "torch", "mixed"]))
+    dtype = draw(st.sampled_from([np.int64, np.int32]))
+    margin = draw(st.booleans())
+    rows = []
+    for index in range(draw(st.integers(1, 6))):
+        row = {}
+        for key in ("chosen_ids", "rejected_ids"):
+            values = draw(st.lists(st.integers(0, 30000), min_size=int(index == 0), max_size=9))
+            row_fmt = draw(st.sampled_from(["list", "numpy", "torch"])) if fmt == "mixed" else fmt
+            row[key] = to_format(values, row_fmt, dtype)
+        if margin:
+            row["margin"] = draw(logp())
+        rows.append(row)
+    options = {
+        "pad_token_id": draw(st.sampled_from([0, 2, 30001])),
+        "pad_to_multiple_of": draw(st.sampled_from(MULTIPLES)),
+    }
+    return rows, options
+
+
+@SETTINGS
+@given(case=reward_case())
+def test_reward_same_output_as_trl(case):
+    rows, options = case
+    compare(RewardDataCollatorForPreference, TRLReward, rows, options)
+
+
+def test_reward_is_trls_class():
+    assert isinstance(RewardDataCollatorForPreference(pad_token_id=0), TRLReward)
+
+
+# --- KTO -------------------------------------------------------------------------------------
+@st.composite
+def kto_case(draw):
+    sequence = draw(st.sampled_from([list, tuple]))
+    kl = draw(st.booleans())
+    refs = draw(st.sampled_from([(), ("ref_logps",), ("ref_logps", "ref_KL_logps")]))
+    label = draw(st.sampled_from([st.booleans(), st.integers(0, 1)]))
+    rows = []
+    for _ in range(draw(st.integers(1, 6))):
+        row = {"prompt_ids": sequence(draw(ids(0, 8))), "completion_ids": sequence(draw(ids()))}
+        if kl:
+            row["KL_completion_ids"] = sequence(draw(ids()))
+        for key in refs:
+            row[key] = draw(logp())
+        row["label"] = draw(label)
+        rows.append(row)
+    options = {
+        "pad_token_id": draw(st.sampled_from(PAD_IDS)),
+        "max_length": draw(st.sampled_from(MAX_LENGTHS)),
+        "pad_to_multiple_of": draw(st.sampled_from(MULTIPLES)),
+    }
+    return rows, options
+
+
+@SETTINGS
+@given(case=kto_case())
+def test_kto_same_output_as_trl(case):
+    rows, options = case
+    compare(DataCollatorForUnpairedPreference, TRLUnpaired, rows, options)
+
+
+def test_kto_is_trls_class():
+    assert isinstance(DataCollatorForUnpairedPreference(pad_token_id=0), TRLUnpaired)
+
+
+# --- pad -------------------------------------------------------------------------------------
+TENSOR_DTYPES = [torch.int64, torch.int32, torch.uint8, torch.float32, torch.float64, torch.bool]
+
+
+@st.composite
+def pad_case(draw):
+    rank = draw(st.sampled_from([1, 1, 2, 3]))
+    mixed = draw(st.booleans())
+    dtype = draw(st.sampled_from(TENSOR_DTYPES))
+    tensors = []
+    for _ in range(draw(st.integers(1, 6))):
+        shape = [draw(st.integers(0, 7))] + [draw(st.integers(1, 3)) for _ in range(rank - 1)]
+        values = torch.tensor(draw(st.lists(st.integers(0, 200), min_size=int(np.prod(shape)),
+                                            max_size=int(np.prod(shape)))))  # fmt: skip
+        row_dtype = draw(st.sampled_from(TENSOR_DTYPES)) if mixed else dtype
+        tensors.append(values.reshape(shape).to(row_dtype))
+    value = draw(st.sampled_from([0, 1, 7]))
+    return tensors, {
+        "padding_value": value,
+        "padding_side": draw(st.sampled_from(["left", "right"])),
+        "pad_to_multiple_of": draw(st.sampled_from(MULTIPLES)),
+    }
+
+
+@SETTINGS
+@given(case=pad_case())
+def test_pad_same_output_as_trl(case):
+    tensors, options = case
+    before = [t.clone() for t in tensors]
+    ours = pad(tensors, **options)
+    assert all(torch.equal(a, b) for a, b in zip(tensors, before, strict=True))
+    assert_same_value("pad", ours, trl_pad(tensors, **options))
+
+
+def test_pad_docstring_examples():
+    assert pad([torch.tensor([1, 2, 3]), torch.tensor([4, 5])]).tolist() == [[1, 2, 3], [4, 5, 0]]
+    two = [torch.tensor([[1, 2], [3, 4]]), torch.tensor([[5, 6]])]
+    assert pad(two, padding_side="left").tolist() == [[[1, 2], [3, 4]], [[0, 0], [5, 6]]]
+
+
+def grpo_padding(sequences, padding_value, padding_side, pad_to_multiple_of):
+    """What TRL's GRPO trainer does with a list of prompts or completions."""
+    tensors = [torch.tensor(row) for row in sequences]
+    masks = [torch.ones_like(row, dtype=torch.long) for row in tensors]
+    return (
+        trl_pad(tensors, padding_value, padding_side, pad_to_multiple_of),
+        trl_pad(masks, 0, padding_side, pad_to_multiple_of),
+    )
+
+
+@SETTINGS
+@given(
+    sequences=st.lists(ids(), min_size=1, max_size=6).filter(lambda rows: rows[0]),
+    padding_value=st.sampled_from(PAD_IDS),
+    padding_side=st.sampled_from(["left", "right"]),
+    pad_to_multiple_of=st.sampled_from(MULTIPLES),
+)
+def test_pad_with_mask_same_as_grpos_padding(
+    sequences, padding_value, padding_side, pad_to_multiple_of
+):
+    before = copy.deepcopy(sequences)
+    ours = pad_with_mask(sequences, padding_value, padding_side, pad_to_multiple_of)
+    assert sequences == before
+    expected = grpo_padding(sequences, padding_value, padding_side, pad_to_multiple_of)
+    assert_same_value("ids", ours[0], expected[0])
+    assert_same_value("mask", ours[1], expected[1])
+
+
+# --- documented differences and bad input ----------------------------------------------------
+def test_an_empty_first_sequence_stays_int64_where_trl_turns_float32():
+    rows = [{"prompt_ids": [], "chosen_ids": [], "rejected_ids": [5]}]
+    ours = DataCollatorForPreference(pad_token_id=0)(rows)
+    assert ours["input_ids"].dtype == torch.int64
+    assert TRLPreference(pad_token_id=0)(copy.deepcopy(rows))["input_ids"].dtype == torch.float32
+    rows = [{"chosen_ids": [], "rejected_ids": [5]}]
+    assert RewardDataCollatorForPreference(pad_token_id=0)(rows)["input_ids"].dtype == torch.int64
+    assert pad_with_mask([[], [1]])[0].dtype == torch.int64
+
+
+def dpo_row(**changes):
+    row = {"prompt_ids": [1, 2], "chosen_ids": [3], "rejected_ids": [4, 5]}
+    row.update(changes)
+    return row
+
+
+@pytest.mark.parametrize(
+    ("rows", "error", "match"),
+    [
+        ([], ValueError, "empty batch"),
+        ({"prompt_ids": [1]}, TypeError, "list of rows"),
+        ([dpo_row(), [1, 2]], TypeError, "row 1 is a list"),
+        ([dpo_row(), {"prompt_ids": [1], "chosen_ids": [2]}], ValueError, "row 1 has no 'rejected"),
+        ([dpo_row(), dpo_row(chosen_ids=np.array([3]))], TypeError, "'chosen_ids' in row 1"),
+        ([dpo_row(), dpo_row(prompt_ids=torch.tensor([3]))], TypeError, "'prompt_ids' in row 1"),
+        ([dpo_row(), dpo_row(rejected_ids=[1, 2.5])], TypeError, "'rejected_ids' in row 1"),
+        ([dpo_row(), dpo_row(chosen_ids=[2**64])], ValueError, "'chosen_ids' in row 1"),
+        ([dpo_row(), dpo_row(chosen_ids=["a"])], TypeError, "'chosen_ids' in row 1"),
+        ([dpo_row(), dpo_row(chosen_ids=[[1]])], TypeError, "'chosen_ids' in row 1"),
+        (
+            [dpo_row(ref_chosen_logps=0.5), dpo_row(ref_chosen_logps="x")],
+            TypeError,
+            "'ref_chosen_logps' in row 1",
+        ),
+        ([dpo_row(ref_chosen_logps=0.5), dpo_row()], ValueError, "row 1 has no 'ref_chosen"),
+    ],
+)
+def test_dpo_bad_input_names_key_and_row(rows, error, match):
+    before = copy.deepcopy(rows)
+    with pytest.raises(error, match=match):
+        DataCollatorForPreference(pad_token_id=0)(rows)
+    if isinstance(rows, list):
+        assert_unchanged([r for r in rows if isinstance(r, dict)], [
+            r for r in before if isinstance(r, dict)])  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"truncation_mode": "keep_middle"}, ValueError, "truncation mode"),
+        ({"max_length": 0}, ValueError, "max_length"),
+        ({"max_length": 2.5}, TypeError, "max_length"),
+        ({"pad_to_multiple_of": 0}, ValueError, "pad_to_multiple_of"),
+        ({"pad_token_id": None}, TypeError, "pad_token_id"),
+        ({"return_tensors": "np"}, ValueError, "return_tensors"),
+    ],
+)
+def test_dpo_options_that_cannot_be_honoured_raise(options, error, match):
+    with pytest.raises(error, match=match):
+        DataCollatorForPreference(**{"pad_token_id": 0, **options})([dpo_row()])
+
+
+def test_reward_and_kto_bad_input():
+    with pytest.raises(TypeError, match="'rejected_ids' in row 1 holds float32"):
+        RewardDataCollatorForPreference(pad_token_id=0)(
+            [{"chosen_ids": [1], "rejected_ids": [2]},
+             {"chosen_ids": [1], "rejected_ids": np.array([2], np.float32)}]
+        )  # fmt: skip
+    with pytest.raises(ValueError, match="int16"):  # TRL would fail inside torch.full
+        RewardDataCollatorForPreference(pad_token_id=70000)(
+            [{"chosen_ids": np.array([1], np.int16), "rejected_ids": [2, 3]}]
+        )
+    kto = DataCollatorForUnpairedPreference(pad_token_id=0)
+    with pytest.raises(ValueError, match="row 1 has no 'label'"):
+        kto([{"prompt_ids": [1], "completion_ids": [2], "label": True},
+             {"prompt_ids": [1], "completion_ids": [2]}])  # fmt: skip
+    with pytest.raises(TypeError, match="'prompt_ids' \\+ 'KL_completion_ids' in row 0"):
+        kto([{"prompt_ids": [1], "completion_ids": [2], "KL_completion_ids": [0.5], "label": 1}])
+
+
+def test_pad_bad_input():
+    with pytest.raises(ValueError, match="padding_side"):
+        pad([torch.tensor([1])], padding_side="middle")
+    with pytest.raises(ValueError, match="empty"):
+        pad([])
+    with pytest.raises(TypeError, match=r"tensors\[1\] is a list"):
+        pad([torch.tensor([1]), [2]])
+    with pytest.raises(ValueError, match=r"tensors\[1\] has 2 dimensions"):
+        pad([torch.tensor([1]), torch.tensor([[2]])])
+    with pytest.raises(TypeError, match="'sequences' in row 1 is a Tensor"):
+        pad_with_mask([[1], torch.tensor([2])])
+    with pytest.raises(TypeError, match="'sequences' in row 1 holds a float"):
+        pad_with_mask([[1], [2.0]])
+    with pytest.raises(ValueError, match="padding_side"):
+        pad_with_mask([[1]], padding_side="top")
+
+
+def test_kto_rows_without_completions_give_labels_only_as_trl():
+    rows = [{"prompt_ids": [1], "label": True, "ref_logps": -1.0}]
+    compare(DataCollatorForUnpairedPreference, TRLUnpaired, rows, {"pad_token_id": 0})
