@@ -42,8 +42,13 @@ CHANGES = {
     "no pad token": [_set("pad_token", None)],
     "pad token type id": [_set("_pad_token_type_id", 3)],
     "model input names replaced": [_set("model_input_names", ["input_ids", "token_type_ids"])],
+    # Some transformers versions share the class's list with every instance: the tokenizer
+    # gets its own copy (the same names, so the same settings) before it is changed in place.
     "model input names changed in place": [
-        lambda tok: tok.model_input_names.remove("attention_mask")
+        lambda tok: (
+            setattr(tok, "model_input_names", list(tok.model_input_names)),
+            tok.model_input_names.remove("attention_mask"),
+        )
     ],
     "model max length": [_set("model_max_length", 9)],
 }
