@@ -8,7 +8,7 @@ transformers) are imported on first use.
 """
 
 from ._native import __version__, build_profile
-from .arrow import ArrowBatch, ArrowBatches
+from .arrow import ArrowBatch, ArrowBatches, collate_arrow
 from .collators import (
     DataCollatorForLanguageModeling,
     DataCollatorForMultipleChoice,
@@ -48,6 +48,7 @@ __all__ = [
     "TransformersPatch",
     "ArrowBatches",
     "ArrowBatch",
+    "collate_arrow",
 ]
 
 # Names that need torch / transformers load on first use, so `import fastcollate` stays light:
