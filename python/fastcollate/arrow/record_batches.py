@@ -81,8 +81,9 @@ def _has_nulls(column: Any) -> bool:
         return True
     chunks = getattr(column, "chunks", None)
     for chunk in [column] if chunks is None else chunks:
-        flatten = getattr(chunk, "flatten", None)
-        if flatten is not None and flatten().null_count:
+        values = getattr(chunk, "values", None)
+        # The child's count covers values outside a slice too: only then look closer.
+        if values is not None and values.null_count and chunk.flatten().null_count:
             return True
     return False
 
