@@ -355,3 +355,28 @@ def test_empty_batches_raise_as_the_row_path(bert_tokenizer):
     with pytest.raises(Exception) as rows:
         collator([])
     assert type(ours.value) is type(rows.value) and str(ours.value) == str(rows.value)
+
+
+@SETTINGS
+@given(
+    batch=st.one_of(record_batches(labels="same"), record_batches()),
+    padding_free=st.booleans(),
+    position_ids=st.booleans(),
+)
+def test_trl_language_modeling(monkeypatch, batch, padding_free, position_ids):
+    from trl.trainer.sft_trainer import DataCollatorForLanguageModeling as TRLCollator
+
+    from fastcollate.trl import DataCollatorForLanguageModeling
+
+    options = {
+        "pad_token_id": 0,
+        "padding_free": padding_free,
+        "return_position_ids": position_ids,
+    }
+    reads = RowReads(monkeypatch)
+    check(
+        lambda: DataCollatorForLanguageModeling(**options),
+        lambda: TRLCollator(**options),
+        batch,
+    )
+    assert reads.count == 0
