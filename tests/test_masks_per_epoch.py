@@ -200,3 +200,15 @@ def test_compare_exchange_checks_its_cells():
         _native.compare_exchange(np.zeros(4, dtype=np.int64)[::2], 0, 0, 1)
     with pytest.raises(TypeError):
         _native.compare_exchange(np.zeros(2, dtype=np.int32), 0, 0, 1)
+
+
+@pytest.mark.parametrize("set_epoch", [False, True], ids=["counted", "set_epoch"])
+def test_batches_masked_before_the_workers_start_do_not_shift_theirs(bert_tokenizer, set_epoch):
+    collate = collator(bert_tokenizer)
+    if set_epoch:
+        collate.set_epoch(0)
+    collate(ROWS[:4])  # in the main process, before the DataLoader forks its workers
+    loader = DataLoader(ROWS, batch_size=4, num_workers=2, collate_fn=collate)
+    reference = epoch_masks(bert_tokenizer, set_epoch=True)[0]
+    for got, expected in zip(loader, reference, strict=True):
+        assert torch.equal(got["labels"], expected)

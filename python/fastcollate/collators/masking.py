@@ -206,18 +206,22 @@ class NativeMasking:
     def set_epoch(self, epoch: int) -> None:
         self._epochs.set_explicit(check_epoch(epoch))
 
-    def current_epoch(self) -> int:
-        """The epoch of the batch being masked (see the class)."""
+    def current_epoch(self) -> tuple[int, bool]:
+        """The epoch of the batch being masked (see the class), and whether this process has
+        just started serving a new DataLoader iteration (its batch count then restarts, so
+        what the main process masked before starting its workers does not shift theirs)."""
+        iteration = _dataloader_iteration()
+        new_iteration = iteration is not None and iteration != self._iteration
+        if new_iteration:
+            self._iteration = iteration
         explicit = self._epochs.explicit
         if explicit >= 0:
-            return explicit
-        iteration = _dataloader_iteration()
+            return explicit, new_iteration
         if iteration is None:
-            return 0 if self.epoch is None else self.epoch
-        if iteration != self._iteration or self.epoch is None:
-            self._iteration = iteration
-            return self._epochs.iteration_epoch(iteration)
-        return self.epoch
+            return (0 if self.epoch is None else self.epoch), False
+        if new_iteration or self.epoch is None:
+            return self._epochs.iteration_epoch(iteration), True
+        return self.epoch, False
 
     def token_ids(self, tokenizer: Any) -> TokenIds:
         vocab_size = len(tokenizer)
@@ -233,8 +237,8 @@ class NativeMasking:
         global generator."""
         if seed is None:
             return global_seed(framework), 0, 0
-        epoch = self.current_epoch()
-        if epoch != self.epoch:
+        epoch, new_iteration = self.current_epoch()
+        if new_iteration or epoch != self.epoch:
             self.epoch, self.batches_masked = epoch, 0
         batch = self.batches_masked
         if batch >= BATCHES_PER_EPOCH:
