@@ -9,7 +9,7 @@ torch), `Trainer`, `TrainingArguments` (need transformers) and `patch_trl`, `unp
 """
 
 from ._native import __version__, build_profile
-from .arrow import ArrowBatch, ArrowBatches
+from .arrow import ArrowBatch, ArrowBatches, collate_arrow
 from .collators import (
     DataCollatorForLanguageModeling,
     DataCollatorForMultipleChoice,
@@ -53,6 +53,7 @@ __all__ = [
     "TRLPatch",
     "ArrowBatches",
     "ArrowBatch",
+    "collate_arrow",
 ]
 
 # Names that need torch / transformers load on first use, so `import fastcollate` stays light:

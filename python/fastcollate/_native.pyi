@@ -11,6 +11,7 @@ __all__ = [
     "build_profile",
     "collate",
     "collate_arrow",
+    "compare_exchange",
     "flatten_batch",
     "group_by_length",
     "mask_tokens",
@@ -71,6 +72,13 @@ def mask_tokens(
     special_tokens_mask: np.ndarray | None = None,  # int64, (rows, columns); nonzero: special
     offset_mapping: np.ndarray | None = None,  # int64, (rows, columns, 2): whole-word masking
 ) -> np.ndarray: ...  # int64 labels, (rows, columns): the original id where selected, else -100
+
+def compare_exchange(
+    cells: np.ndarray,  # int64, C-contiguous, writeable (shared between processes)
+    index: int,
+    current: int,
+    new: int,
+) -> int: ...  # the value cells[index] held: equal to current exactly when new was stored
 
 def flatten_batch(
     features: Sequence[Mapping[str, Any]],

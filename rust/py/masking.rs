@@ -2,9 +2,11 @@
 //! place with the interpreter released, and hands the labels buffer to numpy without a copy.
 
 use numpy::ndarray::Array2;
+use std::sync::atomic::{AtomicI64, Ordering};
+
 use numpy::{
-    IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3,
-    PyUntypedArrayMethods,
+    IntoPyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2,
+    PyReadonlyArray3, PyUntypedArrayMethods,
 };
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -91,4 +93,44 @@ pub fn mask_tokens<'py>(
     Ok(Array2::from_shape_vec((rows, columns), labels)
         .map_err(|e| PyValueError::new_err(e.to_string()))?
         .into_pyarray(py))
+}
+
+/// Atomically replaces `cells[index]` with `new` if it holds `current`, and returns the value
+/// it held (equal to `current` exactly when the swap happened). `cells` is an int64 array in
+/// memory that several processes map (a `multiprocessing` shared array): DataLoader workers
+/// agree through it on which epoch a batch belongs to, with no lock to carry across fork or
+/// spawn.
+#[pyfunction]
+pub fn compare_exchange<'py>(
+    cells: &Bound<'py, PyArray1<i64>>,
+    index: usize,
+    current: i64,
+    new: i64,
+) -> PyResult<i64> {
+    let mut writable = cells.try_readwrite().map_err(|err| {
+        PyValueError::new_err(format!("compare_exchange needs writeable cells: {err}"))
+    })?;
+    let slice = writable
+        .as_slice_mut()
+        .map_err(|_| PyValueError::new_err("compare_exchange needs a C-contiguous int64 array"))?;
+    let length = slice.len();
+    let Some(cell) = slice.get_mut(index) else {
+        return Err(PyValueError::new_err(format!(
+            "compare_exchange: index {index} is out of range for {length} cells"
+        )));
+    };
+    let cell: *mut i64 = cell;
+    if (cell as usize) % std::mem::align_of::<AtomicI64>() != 0 {
+        return Err(PyValueError::new_err(
+            "compare_exchange needs 8-byte aligned int64 cells",
+        ));
+    }
+    // SAFETY: a valid, exclusively borrowed cell, aligned (checked above); the processes that
+    // share the memory touch these cells only atomically.
+    let atomic = unsafe { AtomicI64::from_ptr(cell) };
+    Ok(
+        match atomic.compare_exchange(current, new, Ordering::SeqCst, Ordering::SeqCst) {
+            Ok(previous) | Err(previous) => previous,
+        },
+    )
 }

@@ -35,7 +35,7 @@ mod _native {
     #[pymodule_export]
     use super::grouping::group_by_length;
     #[pymodule_export]
-    use super::masking::mask_tokens;
+    use super::masking::{compare_exchange, mask_tokens};
     #[pymodule_export]
     use super::pack_dataset::{pack_dataset_bfd, pack_dataset_gather, pack_dataset_wrapped};
     #[pymodule_export]

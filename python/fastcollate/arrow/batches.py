@@ -116,6 +116,19 @@ class ArrowBatches:
         self.columns = state["columns"]
         self._cache = {}
 
+    def rows(self, indices: list[int]) -> list[dict]:
+        """The rows at `indices`, as `datasets` gives them (the row path)."""
+        return self._rows_dataset().__getitems__(indices)
+
+    @property
+    def schema(self) -> Any:
+        """The Arrow schema of the dataset's table."""
+        return self.dataset.data.table.schema
+
+    def null_count(self, column: str) -> int:
+        """How many rows of the dataset's `column` are null."""
+        return self.dataset.data.table.column(column).null_count
+
     def _rows_dataset(self) -> Any:
         rows = self._cache.get("rows")
         if rows is None:
@@ -139,13 +152,14 @@ class ArrowBatches:
 
 
 class ArrowBatch:
-    """A batch that has not left Arrow storage: the `ArrowBatches` it comes from and the
-    requested indices. fastcollate's collators collate it natively; anything else can use it as
-    a sequence of rows (`len`, indexing, iteration) or call `rows()`."""
+    """A batch that has not left Arrow storage: where it comes from (an `ArrowBatches`, or a
+    record batch given to `fastcollate.collate_arrow`) and the requested indices.
+    fastcollate's collators collate it natively; anything else can use it as a sequence of
+    rows (`len`, indexing, iteration) or call `rows()`."""
 
     __slots__ = ("source", "indices", "_first")
 
-    def __init__(self, source: ArrowBatches, indices: Any):
+    def __init__(self, source: Any, indices: Any):
         self.source = source
         self.indices = list(indices)
         self._first = None
@@ -172,7 +186,7 @@ class ArrowBatch:
 
     def rows(self) -> list[dict]:
         """The batch as Python rows, as `datasets` gives them (the row path)."""
-        return self.source._rows_dataset().__getitems__(self.indices)
+        return self.source.rows(self.indices)
 
     def require(self, key: str) -> ArrowBatch:
         """Raises the error `pad` raises for rows without `key`."""

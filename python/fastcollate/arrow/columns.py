@@ -3,6 +3,7 @@ the native `ArrowColumn` built from them: which columns the Arrow path can read,
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -10,6 +11,8 @@ import numpy as np
 from .. import _native
 
 
+# Cached: a record batch stream asks about the same few types on every batch.
+@lru_cache(maxsize=256)
 def _value_type(arrow_type: Any) -> str | None:
     """The numpy name of a numeric / boolean Arrow type, None for anything else."""
     import pyarrow as pa
@@ -22,6 +25,7 @@ def _value_type(arrow_type: Any) -> str | None:
     return None
 
 
+@lru_cache(maxsize=256)
 def column_kind(arrow_type: Any) -> str | None:
     """ "scalar" (a number per row), "sequence" (a flat list of numbers), or None: a type the
     Arrow path does not read (strings, nested lists, structs, ...)."""

@@ -48,8 +48,8 @@ def first_keys(features: Any) -> Any:
 
 
 def has_nulls(batch: ArrowBatch, column: str) -> bool:
-    """Whether `column` of the batch's dataset holds a null anywhere (None in a row)."""
-    return batch.source.dataset.data.table.column(column).null_count > 0
+    """Whether `column` of the batch's source holds a null anywhere (None in a row)."""
+    return batch.source.null_count(column) > 0
 
 
 class TakesArrowBatches:

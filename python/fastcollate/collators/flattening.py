@@ -132,7 +132,7 @@ def _flatten_arrow(
 
     if not (_is_int64(separator_id) and _is_int64(position_ids_start)):
         return None
-    schema = batch.source.dataset.data.table.schema
+    schema = batch.source.schema
     keys = ["input_ids", "labels"] if labels else ["input_ids"]
     for key in keys:
         # Lists of integers or bools (the Arrow path reads no other lists).

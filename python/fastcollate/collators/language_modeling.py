@@ -143,10 +143,15 @@ class DataCollatorForLanguageModeling(TakesArrowBatches):
       probability `random_replace_prob`, else stays; labels are the original id where selected
       and -100 elsewhere. These are transformers' distributions, drawn from fastcollate's own
       generator (xoshiro256++), so masks are not transformers' bit for bit. With `seed=`, a
-      batch's masks are a pure function of (seed, batch number, DataLoader worker id); without,
-      each batch takes one 64-bit seed from torch's global generator (numpy's for
-      return_tensors="np"), so `torch.manual_seed` / `transformers.set_seed` make runs
-      reproducible and DataLoader workers differ.
+      batch's masks are a pure function of (seed, epoch, DataLoader worker id, batch number
+      within the epoch in that worker): different every epoch, the same run to run. The epoch
+      is the one given to `set_epoch(epoch)` (`fastcollate.Trainer` calls it at each epoch;
+      DataLoader workers see it, persistent or not, fork or spawn); without it, each
+      `iter(loader)` counts as an epoch in DataLoader workers that the loader restarts every
+      epoch, and a process that is never told an epoch (the main process, persistent workers)
+      counts its batches on across epochs. Without `seed=`, each batch takes one 64-bit seed
+      from torch's global generator (numpy's for return_tensors="np"), so `torch.manual_seed`
+      / `transformers.set_seed` make runs reproducible and DataLoader workers differ.
     - `mask_rng="torch"` masks with transformers' own masking methods and random streams
       (`seed=` or the global torch / numpy generators): the same masks as transformers' collator
       under the same seed. Needs transformers installed.
@@ -217,6 +222,14 @@ class DataCollatorForLanguageModeling(TakesArrowBatches):
         self._masking = NativeMasking()  # mask_rng="native": ids and batch counter
 
     _batch_methods = ("__call__", "torch_call", "numpy_call", "_collate")
+
+    def set_epoch(self, epoch: int) -> None:
+        """Keys the native masks of the batches that follow by `epoch` (with `seed=`): each
+        epoch's masks differ, and each process's batch count restarts. DataLoader workers,
+        persistent ones included, read the epoch from memory they share with this process, so
+        call it before iterating the epoch's DataLoader. mask_rng="torch" masks keep
+        transformers' random streams, which know no epochs."""
+        self._masking.set_epoch(epoch)
 
     def __call__(self, features, return_tensors=None):
         if return_tensors is None:

@@ -1,9 +1,11 @@
 """Native masked-LM masking: what it reads from the tokenizer, and the state it keeps across
-batches (the tokenizer's ids, the batch counter that keys each batch's random stream)."""
+batches (the tokenizer's ids; the epoch and the batch counter that key each batch's random
+stream, shared with DataLoader workers)."""
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import multiprocessing.context
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +16,11 @@ from .._internal.tensors import torch_module
 
 # Seeds are 64-bit: every seed is taken modulo this.
 SEEDS = 2**64
+# A stream's batch word is (epoch << 32) | batch within the epoch: epoch 0 keys batches as
+# before epochs were counted, and every (epoch, batch) pair gets its own word.
+EPOCHS = 2**31 - 1
+BATCHES_PER_EPOCH = 2**32
+_LOW32 = 2**32 - 1
 _NO_IDS = np.zeros(0, dtype=np.int64)
 
 
@@ -92,15 +99,129 @@ def worker_id() -> int:
     return int(worker_info.id)
 
 
+def check_epoch(epoch: Any) -> int:
+    """`epoch` as an int in [0, EPOCHS), or the error naming what is wrong with it."""
+    if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)):
+        raise TypeError(f"set_epoch takes an int, not {type(epoch).__name__}")
+    if not 0 <= int(epoch) < EPOCHS:
+        raise ValueError(f"the epoch must lie in [0, {EPOCHS}), not {epoch}")
+    return int(epoch)
+
+
+def _dataloader_iteration() -> int | None:
+    """The DataLoader iteration this worker process serves, as its base seed (`worker seed -
+    worker id`, drawn afresh by each `iter(loader)`); None outside a DataLoader worker."""
+    if mp.current_process().name == "MainProcess":
+        return None
+    torch = torch_module()
+    worker_info = torch.utils.data.get_worker_info()
+    seed = getattr(worker_info, "seed", None)  # a stand-in WorkerInfo may have no seed
+    if seed is None:
+        return None
+    return int(seed) - int(worker_info.id)
+
+
+def _hash32(value: int) -> int:
+    return ((value * 0x9E3779B97F4A7C15) % SEEDS) >> 32
+
+
+class EpochCells:
+    """Two int64 cells in memory shared with DataLoader workers (inherited on fork, handed over
+    on spawn / forkserver): the epoch given to `set_epoch` (-1: never given), and the DataLoader
+    iterations workers have seen, packed as (count << 32) | hash of the iteration's base seed.
+    Updated with an atomic compare-and-swap, so no lock has to cross processes."""
+
+    EXPLICIT, ITERATIONS = 0, 1
+
+    def __init__(self, explicit: int = -1, iterations: int = 0) -> None:
+        self._raw = mp.RawArray("q", 2)
+        self.cells = np.frombuffer(self._raw, dtype=np.int64)
+        self.cells[:] = (explicit, iterations)
+
+    def __getstate__(self) -> dict:
+        if multiprocessing.context.get_spawning_popen() is not None:
+            return {"raw": self._raw}  # a DataLoader worker being started: the same memory
+        # Any other copy (deepcopy, pickle to disk) gets memory of its own, with the values.
+        return {"values": (int(self.cells[0]), int(self.cells[1]))}
+
+    def __setstate__(self, state: dict) -> None:
+        if "raw" in state:
+            self._raw = state["raw"]
+            self.cells = np.frombuffer(self._raw, dtype=np.int64)
+        else:
+            self.__init__(*state["values"])
+
+    @property
+    def explicit(self) -> int:
+        return int(self.cells[self.EXPLICIT])
+
+    def set_explicit(self, epoch: int) -> None:
+        cell = self.EXPLICIT
+        while (old := int(self.cells[cell])) != epoch:
+            if _native.compare_exchange(self.cells, cell, old, epoch) == old:
+                return
+
+    def iteration_epoch(self, base_seed: int) -> int:
+        """The epoch of the DataLoader iteration whose base seed is `base_seed`: the number of
+        iterations seen before it. The first worker to see a new base seed counts it; its
+        siblings find it counted. (Two iterations whose base seeds share a 32-bit hash, one
+        chance in 2**32, would share an epoch.)"""
+        tag = _hash32(base_seed)
+        cell = self.ITERATIONS
+        while True:
+            word = int(self.cells[cell])
+            if word != 0 and word & _LOW32 == tag:
+                return (word >> 32) - 1
+            count = word >> 32
+            if count >= EPOCHS:
+                raise ValueError(
+                    f"this collator has served {count} DataLoader iterations, more than the "
+                    f"{EPOCHS} epochs its masks can tell apart"
+                )
+            new = ((count + 1) << 32) | tag
+            if _native.compare_exchange(self.cells, cell, word, new) == word:
+                return count
+
+
 class NativeMasking:
     """What native masking keeps between batches, and the call that masks one: the tokenizer's
     ids (read again only for another tokenizer or a grown vocabulary: `add_special_tokens`
-    grows it) and the number of batches masked with a seed (each batch's random stream is
-    keyed by seed, DataLoader worker and that number)."""
+    grows it), the epoch, and the number of batches this process masked with a seed in that
+    epoch. Each seeded batch's random stream is keyed by (seed, epoch, DataLoader worker,
+    batch within the epoch).
+
+    The epoch is the one given to `set_epoch` (kept in memory shared with DataLoader workers,
+    so persistent workers see it too); without one, a DataLoader worker counts the DataLoader
+    iterations (each `iter(loader)` draws a new base seed for its workers), which restart
+    non-persistent workers every epoch; the main process, and persistent workers, that are
+    never told an epoch go on counting batches across epochs."""
 
     def __init__(self) -> None:
         self.batches_masked = 0
+        self.epoch: int | None = None  # the epoch batches_masked counts in
+        self._iteration: int | None = None  # the DataLoader base seed it was read for
         self._token_ids: tuple[Any, TokenIds] | None = None
+        self._epochs = EpochCells()
+
+    def set_epoch(self, epoch: int) -> None:
+        self._epochs.set_explicit(check_epoch(epoch))
+
+    def current_epoch(self) -> tuple[int, bool]:
+        """The epoch of the batch being masked (see the class), and whether this process has
+        just started serving a new DataLoader iteration (its batch count then restarts, so
+        what the main process masked before starting its workers does not shift theirs)."""
+        iteration = _dataloader_iteration()
+        new_iteration = iteration is not None and iteration != self._iteration
+        if new_iteration:
+            self._iteration = iteration
+        explicit = self._epochs.explicit
+        if explicit >= 0:
+            return explicit, new_iteration
+        if iteration is None:
+            return (0 if self.epoch is None else self.epoch), False
+        if new_iteration or self.epoch is None:
+            return self._epochs.iteration_epoch(iteration), True
+        return self.epoch, False
 
     def token_ids(self, tokenizer: Any) -> TokenIds:
         vocab_size = len(tokenizer)
@@ -111,13 +232,22 @@ class NativeMasking:
         return cached[1]
 
     def stream_key(self, seed: int | None, framework: str) -> tuple[int, int, int]:
-        """(seed, worker, batch number) keying one batch's random stream: without a seed, one
-        drawn from the framework's global generator."""
+        """(seed, worker, batch word) keying one batch's random stream, the batch word being
+        (epoch << 32) | batch within the epoch: without a seed, one drawn from the framework's
+        global generator."""
         if seed is None:
             return global_seed(framework), 0, 0
+        epoch, new_iteration = self.current_epoch()
+        if new_iteration or epoch != self.epoch:
+            self.epoch, self.batches_masked = epoch, 0
         batch = self.batches_masked
+        if batch >= BATCHES_PER_EPOCH:
+            raise ValueError(
+                f"this collator masked {batch} batches in epoch {epoch}, more than the "
+                f"{BATCHES_PER_EPOCH} a seeded epoch can tell apart; call set_epoch"
+            )
         self.batches_masked += 1
-        return int(seed) % SEEDS, worker_id(), batch
+        return int(seed) % SEEDS, worker_id(), (epoch << 32) | batch
 
     def mask(
         self,

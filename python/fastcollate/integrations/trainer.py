@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 import warnings
 from typing import Any
 
@@ -84,12 +85,28 @@ def pins_in_collator(args: Any, data_collator: Any, cuda_available: bool) -> boo
 _TRAINER_SIGNATURE = inspect.signature(transformers.Trainer.__init__)
 
 
+class CollatorEpochs(transformers.TrainerCallback):
+    """Calls the trainer's collator's `set_epoch(epoch)` (fastcollate's
+    DataCollatorForLanguageModeling keys its seeded masks by it) at the start of each epoch,
+    before the epoch's DataLoader starts its workers."""
+
+    def __init__(self, trainer: transformers.Trainer):
+        self.trainer = trainer
+
+    def on_epoch_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        set_epoch = getattr(self.trainer.data_collator, "set_epoch", None)
+        if callable(set_epoch):
+            # state.epoch is fractional when a run resumes inside an epoch.
+            set_epoch(math.floor((state.epoch or 0) + 1e-6))
+
+
 class Trainer(transformers.Trainer):
     """A `transformers.Trainer` whose default `data_collator` is fastcollate's (chosen exactly
     as transformers chooses its own) and which, with
     `train_sampling_strategy="group_by_length"`, reads lengths from Arrow and groups them in
     Rust: the same batches as transformers' sampler for the same seed, without decoding every
-    row at startup."""
+    row at startup. At each epoch it calls the collator's `set_epoch` when it has one, so
+    seeded masked-LM masks differ from epoch to epoch."""
 
     def __init__(self, *args: Any, **kwargs: Any):
         bound = _TRAINER_SIGNATURE.bind(self, *args, **kwargs)
@@ -103,6 +120,7 @@ class Trainer(transformers.Trainer):
             self.data_collator = CutToTokenBudget(
                 self.data_collator, self.args.max_tokens_per_batch
             )
+        self.add_callback(CollatorEpochs(self))
         # A stream the sampling strategy cannot serve is reported now, not at train().
         self._streams_warned: set[tuple[bool, str]] = set()
         self._check_stream(self.train_dataset, training=True)
