@@ -29,3 +29,18 @@ def assert_same_batch(ours, theirs):
 
 def has_object_array(batch) -> bool:
     return any(isinstance(v, np.ndarray) and v.dtype == object for v in batch.values())
+
+
+def assert_unchanged(rows, before):
+    """The caller's rows after a call equal the deep copy `before` taken ahead of it: same keys,
+    value types, dtypes and values."""
+    assert len(rows) == len(before)
+    for row, old in zip(rows, before, strict=True):
+        assert list(row) == list(old)
+        for key, value in row.items():
+            assert type(value) is type(old[key]), key
+            if isinstance(value, (np.ndarray, torch.Tensor)):
+                assert value.dtype == old[key].dtype, key
+                assert np.array_equal(np.asarray(value), np.asarray(old[key])), key
+            else:
+                assert value == old[key], key

@@ -27,7 +27,7 @@ from trl.trainer.sft_trainer import (  # noqa: E402
 
 import fastcollate  # noqa: E402
 import fastcollate.trl  # noqa: E402
-from compare import assert_same_batch  # noqa: E402
+from compare import assert_same_batch, assert_unchanged  # noqa: E402
 from fastcollate import ArrowBatches  # noqa: E402
 from fastcollate.trl import DataCollatorForLanguageModeling  # noqa: E402
 
@@ -86,17 +86,6 @@ def sft_case(draw, formats=("list", "numpy", "torch", "mixed")):
     return rows, options
 
 
-def assert_unchanged(rows, before):
-    assert len(rows) == len(before)
-    for row, old in zip(rows, before, strict=True):
-        assert list(row) == list(old)
-        for key, value in row.items():
-            assert type(value) is type(old[key]), key
-            if isinstance(value, (np.ndarray, torch.Tensor)):
-                assert value.dtype == old[key].dtype, key
-                assert np.array_equal(np.asarray(value), np.asarray(old[key])), key
-            else:
-                assert value == old[key], key
 
 
 def theirs(rows, options):

@@ -25,7 +25,7 @@ from trl.trainer.kto_trainer import DataCollatorForUnpairedPreference as TRLUnpa
 from trl.trainer.reward_trainer import DataCollatorForPreference as TRLReward  # noqa: E402
 from trl.trainer.utils import pad as trl_pad  # noqa: E402
 
-from compare import assert_same_batch, assert_same_value  # noqa: E402
+from compare import assert_same_batch, assert_same_value, assert_unchanged  # noqa: E402
 from fastcollate.trl import (  # noqa: E402
     DataCollatorForPreference,
     DataCollatorForUnpairedPreference,
@@ -52,17 +52,6 @@ def logp():
     return st.one_of(st.floats(-50, 0, allow_nan=False), st.integers(-5, 0))
 
 
-def assert_unchanged(rows, before):
-    assert len(rows) == len(before)
-    for row, old in zip(rows, before, strict=True):
-        assert list(row) == list(old)
-        for key, value in row.items():
-            assert type(value) is type(old[key]), key
-            if isinstance(value, (np.ndarray, torch.Tensor)):
-                assert value.dtype == old[key].dtype, key
-                assert np.array_equal(np.asarray(value), np.asarray(old[key])), key
-            else:
-                assert value == old[key], key
 
 
 def compare(ours_class, theirs_class, rows, options):
