@@ -13,7 +13,7 @@ import torch
 
 from .. import _native
 from .packing import checked_count
-from .sharding import inferred_world
+from .sharding import checked_world
 
 DEFAULT_BUFFER = 4096
 
@@ -95,13 +95,7 @@ class PackedStream(torch.utils.data.IterableDataset):
         if not isinstance(column, str):
             raise TypeError(f"column must be a str, not {type(column).__name__}")
         self.column = column
-        num_replicas, rank = inferred_world(num_replicas, rank)
-        self.num_replicas = checked_count(num_replicas, "num_replicas", 1)
-        self.rank = checked_count(rank, "rank", 0)
-        if self.rank >= self.num_replicas:
-            raise ValueError(
-                f"rank {self.rank} is outside [0, {self.num_replicas}) (num_replicas)"
-            )
+        self.num_replicas, self.rank = checked_world(num_replicas, rank)
         self.truncate = bool(truncate)
         self.drop_last = bool(drop_last)
         if _datasets_stream(iterable) and getattr(iterable, "_distributed", None) is not None:

@@ -11,7 +11,7 @@ import numpy as np
 from .. import _native
 from .._internal.options import checked_count
 from .lengths import as_lengths, reject_stream
-from .sharding import copies_per_batch, inferred_world
+from .sharding import checked_world, copies_per_batch
 
 DEFAULT_WINDOW_SIZE = 1024
 
@@ -66,13 +66,7 @@ class PackedBatchSampler:
         reject_stream(lengths, "lengths", "PackedBatchSampler")
         self.lengths = as_lengths(lengths)
         self.max_tokens = checked_count(max_tokens, "max_tokens", 1)
-        num_replicas, rank = inferred_world(num_replicas, rank)
-        self.num_replicas = checked_count(num_replicas, "num_replicas", 1)
-        self.rank = checked_count(rank, "rank", 0)
-        if self.rank >= self.num_replicas:
-            raise ValueError(
-                f"rank {self.rank} is outside [0, {self.num_replicas}) (num_replicas)"
-            )
+        self.num_replicas, self.rank = checked_world(num_replicas, rank)
         self.seed = checked_count(seed, "seed", 0)
         self.window_size = checked_count(window_size, "window_size", 1)
         self.shuffle = bool(shuffle)

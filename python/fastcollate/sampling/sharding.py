@@ -15,10 +15,13 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from .._internal.options import checked_count
 
-def inferred_world(num_replicas: int | None, rank: int | None) -> tuple[Any, Any]:
+
+def checked_world(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
     """`num_replicas` and `rank`, each taken from torch.distributed's process group when None
-    (and it is initialized: accelerate and torchrun scripts start it), else 1 and 0."""
+    (and it is initialized: accelerate and torchrun scripts start it), else 1 and 0; checked
+    to be integers with 0 <= rank < num_replicas."""
     torch = sys.modules.get("torch")
     distributed = getattr(torch, "distributed", None) if torch is not None else None
     initialized = (
@@ -28,6 +31,10 @@ def inferred_world(num_replicas: int | None, rank: int | None) -> tuple[Any, Any
         num_replicas = distributed.get_world_size() if initialized else 1
     if rank is None:
         rank = distributed.get_rank() if initialized else 0
+    num_replicas = checked_count(num_replicas, "num_replicas", 1)
+    rank = checked_count(rank, "rank", 0)
+    if rank >= num_replicas:
+        raise ValueError(f"rank {rank} is outside [0, {num_replicas}) (num_replicas)")
     return num_replicas, rank
 
 
