@@ -44,3 +44,11 @@ def assert_unchanged(rows, before):
                 assert np.array_equal(np.asarray(value), np.asarray(old[key])), key
             else:
                 assert value == old[key], key
+
+
+def to_format(values, fmt, dtype):
+    """`values` as a list, a numpy array ("numpy") or a torch tensor ("torch") of `dtype`."""
+    if fmt == "list":
+        return list(values)
+    array = np.asarray(values, dtype=dtype)
+    return array if fmt == "numpy" else torch.from_numpy(array)

@@ -27,7 +27,7 @@ from trl.trainer.sft_trainer import (  # noqa: E402
 
 import fastcollate  # noqa: E402
 import fastcollate.trl  # noqa: E402
-from compare import assert_same_batch, assert_unchanged  # noqa: E402
+from compare import assert_same_batch, assert_unchanged, to_format  # noqa: E402
 from fastcollate import ArrowBatches  # noqa: E402
 from fastcollate.trl import DataCollatorForLanguageModeling  # noqa: E402
 
@@ -38,11 +38,6 @@ SETTINGS = settings(
 )
 
 
-def to_format(values, fmt, dtype):
-    if fmt == "list":
-        return list(values)
-    array = np.asarray(values, dtype=dtype)
-    return array if fmt == "numpy" else torch.from_numpy(array)
 
 
 @st.composite

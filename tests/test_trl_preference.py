@@ -25,7 +25,12 @@ from trl.trainer.kto_trainer import DataCollatorForUnpairedPreference as TRLUnpa
 from trl.trainer.reward_trainer import DataCollatorForPreference as TRLReward  # noqa: E402
 from trl.trainer.utils import pad as trl_pad  # noqa: E402
 
-from compare import assert_same_batch, assert_same_value, assert_unchanged  # noqa: E402
+from compare import (  # noqa: E402
+    assert_same_batch,
+    assert_same_value,
+    assert_unchanged,
+    to_format,
+)
 from fastcollate.trl import (  # noqa: E402
     DataCollatorForPreference,
     DataCollatorForUnpairedPreference,
@@ -124,11 +129,6 @@ def test_dpo_is_trls_class():
 
 
 # --- reward ----------------------------------------------------------------------------------
-def to_format(values, fmt, dtype):
-    if fmt == "list":
-        return list(values)
-    array = np.asarray(values, dtype=dtype)
-    return array if fmt == "numpy" else torch.from_numpy(array)
 
 
 @st.composite
