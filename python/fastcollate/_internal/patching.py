@@ -14,16 +14,54 @@ import sys
 from types import ModuleType
 from typing import Any
 
-# (owner, module object, attribute, the object the library had there before patching).
+# (owner, module object, attribute, the object the library had there before patching). The
+# attribute may be a dotted path inside the module ("SFTTrainer._prepare_dataset": a method).
 _replaced: list[tuple[str, ModuleType, str, Any]] = []
+
+_MISSING = object()
+
+
+def _holder(module: ModuleType, name: str) -> tuple[Any, str] | None:
+    """The object that holds the last part of the dotted `name` in `module`, and that part;
+    None when a part on the way is missing."""
+    *path, attribute = name.split(".")
+    holder: Any = module
+    for part in path:
+        holder = getattr(holder, part, _MISSING)
+        if holder is _MISSING:
+            return None
+    return holder, attribute
+
+
+def _lookup(module: ModuleType, name: str) -> Any:
+    """`module`'s object at the dotted `name`, or `_MISSING`. A class's attribute is read from
+    the class's own namespace (the descriptor itself, not what access makes of it, and not one
+    inherited from a base class, which patching there would shadow)."""
+    found = _holder(module, name)
+    if found is None:
+        return _MISSING
+    holder, attribute = found
+    if isinstance(holder, type):
+        return vars(holder).get(attribute, _MISSING)
+    return getattr(holder, attribute, _MISSING)
+
+
+def _put(module: ModuleType, name: str, value: Any) -> None:
+    found = _holder(module, name)
+    assert found is not None, (module.__name__, name)
+    setattr(found[0], found[1], value)
 
 
 def original(module_name: str, name: str) -> Any:
-    """The library's own object, whether or not it is patched right now."""
+    """The library's own object, whether or not it is patched right now. `name` may be a
+    dotted path inside the module (a class's method)."""
     for _, module, attribute, value in _replaced:
         if module.__name__ == module_name and attribute == name:
             return value
-    return getattr(importlib.import_module(module_name), name)
+    found = _lookup(importlib.import_module(module_name), name)
+    if found is _MISSING:
+        raise AttributeError(f"module {module_name!r} has no attribute {name!r}")
+    return found
 
 
 def module_objects(module_name: str) -> list[ModuleType]:
@@ -43,7 +81,8 @@ def module_objects(module_name: str) -> list[ModuleType]:
 
 
 def apply(owner: str, replacements: dict[tuple[str, str], Any]) -> list[tuple[str, str]]:
-    """Puts each `(module name, attribute) -> object` in place, in every live copy of the
+    """Puts each `(module name, attribute) -> object` in place (the attribute may be a dotted
+    path: `("m", "Class.method")` replaces a class's method), in every live copy of the
     module that has the attribute, recording what was there (once: patching twice must not
     record fastcollate's object as the original). Returns what was patched."""
     # Import every target first: importing some (transformers.trainer) replaces others.
@@ -54,11 +93,12 @@ def apply(owner: str, replacements: dict[tuple[str, str], Any]) -> list[tuple[st
     patched = []
     for (module_name, name), replacement in replacements.items():
         for module in modules[module_name]:
-            if not hasattr(module, name):
+            current = _lookup(module, name)
+            if current is _MISSING:
                 continue
             if not any(m is module and a == name for _, m, a, _ in _replaced):
-                _replaced.append((owner, module, name, getattr(module, name)))
-            setattr(module, name, replacement)
+                _replaced.append((owner, module, name, current))
+            _put(module, name, replacement)
         patched.append((module_name, name))
     return patched
 
@@ -68,7 +108,7 @@ def restore(owner: str) -> None:
     for index in range(len(_replaced) - 1, -1, -1):
         entry_owner, module, name, value = _replaced[index]
         if entry_owner == owner:
-            setattr(module, name, value)
+            _put(module, name, value)
             del _replaced[index]
 
 
