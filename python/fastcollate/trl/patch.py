@@ -1,6 +1,6 @@
 """`patch_trl()`: one opt-in call that makes an unchanged TRL script use fastcollate's
-collators, `pad` and `pack_dataset`, with an undo. The same machinery as
-`patch_transformers()`; each undoes only its own replacements."""
+collators, `pad`, `pack_dataset` and SFTTrainer's dataset preparation, with an undo. The same
+machinery as `patch_transformers()`; each undoes only its own replacements."""
 
 from __future__ import annotations
 
@@ -40,6 +40,8 @@ _TARGETS: dict[str, tuple[tuple[str, str], ...]] = {
         ("trl.data_utils", "pack_dataset"),
         ("trl.trainer.sft_trainer", "pack_dataset"),
     ),
+    # A method: labels, truncation, filtering, packing and shuffling after TRL's tokenization.
+    "prepare_sft_trainer_dataset": (("trl.trainer.sft_trainer", "SFTTrainer._prepare_dataset"),),
 }
 
 
@@ -53,6 +55,7 @@ def _fastcollate_objects() -> dict[str, Any]:
         DataCollatorForUnpairedPreference,
         RewardDataCollatorForPreference,
     )
+    from .sft_trainer_preparation import prepare_sft_trainer_dataset
 
     return {
         "DataCollatorForLanguageModeling": DataCollatorForLanguageModeling,
@@ -61,6 +64,7 @@ def _fastcollate_objects() -> dict[str, Any]:
         "DataCollatorForUnpairedPreference": DataCollatorForUnpairedPreference,
         "pad": pad,
         "pack_dataset": pack_dataset,
+        "prepare_sft_trainer_dataset": prepare_sft_trainer_dataset,
     }
 
 
@@ -79,9 +83,11 @@ def _replacements() -> dict[tuple[str, str], Any]:
 def patch_trl() -> TRLPatch:
     """Makes TRL build fastcollate's objects where TRL's modules look them up (`_TARGETS`
     lists each place): `SFTTrainer`'s collator (`DataCollatorForLanguageModeling`), the DPO,
-    reward and KTO collators, the `pad` helper the trainers call, and `pack_dataset`
-    (`SFTConfig(packing=True)`). Code that imported a name before the call keeps
-    the object it imported. Calling it again is harmless.
+    reward and KTO collators, the `pad` helper the trainers call, `pack_dataset`
+    (`SFTConfig(packing=True)`), and `SFTTrainer._prepare_dataset`, whose steps after
+    tokenizing (labels, truncation, filtering, packing, shuffling) become
+    `prepare_tokenized_sft_dataset` for a `datasets.Dataset`. Code that imported a name before
+    the call keeps the object it imported. Calling it again is harmless.
 
     Undo with `unpatch_trl()`, the returned handle's `undo()`, or
     `with fastcollate.patch_trl(): ...`."""
