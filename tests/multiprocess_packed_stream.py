@@ -1,7 +1,8 @@
-"""PackedStream in two processes (torchrun, gloo on CPU), run by
+"""PackedStream and LengthGroupedStream in two processes (torchrun, gloo on CPU), run by
 tests/test_multiprocess_packed_stream.py. Each rank writes OUT/rank{N}.json: the rows of every
-batch a plain DataLoader over a PackedStream yielded per epoch, and the rows of every batch
-fastcollate.Trainer trained on with train_sampling_strategy="packed" on a stream."""
+batch a plain DataLoader over a PackedStream / LengthGroupedStream yielded per epoch, and the
+rows of every batch fastcollate.Trainer (whose loader accelerate prepares) trained on with
+train_sampling_strategy="packed" and "group_by_length" on a stream."""
 
 from __future__ import annotations
 
@@ -9,15 +10,26 @@ import argparse
 
 import datasets
 import torch
+from conftest import model_dir
 from multiprocess_packed_train import RecordingTrainer, counting_rows
 from rank_report import finish_rank
 from test_packed_training import tiny_model
+from transformers import AutoTokenizer
 
 import fastcollate
 
 ROWS = 90
 BUDGET = 96
 EPOCHS = 2
+GROUP_BATCH = 4
+
+
+class PaddedRecordingTrainer(fastcollate.Trainer):
+    def compute_loss(self, model, inputs, *args, **kwargs):
+        mask = inputs["attention_mask"].bool()
+        self.seen.append([ids[keep].tolist() for ids, keep in zip(inputs["input_ids"], mask,
+                                                                    strict=True)])
+        return super().compute_loss(model, inputs, *args, **kwargs)
 
 
 def main() -> None:
@@ -56,9 +68,37 @@ def main() -> None:
         starts = [k for k, p in enumerate(positions) if p == 0] + [len(positions)]
         trained.append([row_of[tuple(ids[a:b])]
                         for a, b in zip(starts[:-1], starts[1:], strict=True)])
+
+    # Length-grouped: a plain DataLoader with two workers per rank, then the Trainer.
+    grouped = fastcollate.LengthGroupedStream(dataset.to_iterable_dataset(num_shards=3),
+                                              GROUP_BATCH, buffer=20, seed=options.seed)
+    grouped_loader = torch.utils.data.DataLoader(
+        grouped, batch_size=None, num_workers=2, collate_fn=lambda rows: [r["row"] for r in rows])
+    grouped_epochs = []
+    for epoch in range(EPOCHS):
+        grouped.set_epoch(epoch)
+        grouped_epochs.append(list(grouped_loader))
+    group_args = fastcollate.TrainingArguments(
+        output_dir=options.out, train_sampling_strategy="group_by_length",
+        group_by_length_buffer=20, per_device_train_batch_size=GROUP_BATCH, max_steps=24,
+        seed=options.seed, report_to="none", use_cpu=True, save_strategy="no",
+        disable_tqdm=True)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir())
+    group_trainer = PaddedRecordingTrainer(
+        model=tiny_model("llama", "sdpa", seed=options.seed), args=group_args,
+        train_dataset=stream,
+        data_collator=fastcollate.DataCollatorForLanguageModeling(tokenizer, mlm=False))
+    group_trainer.seen = []
+    group_trainer.train()
+    group_trained = [[row_of[tuple(ids)] for ids in batch] for batch in group_trainer.seen]
+    group_epoch_steps = len(list(fastcollate.LengthGroupedStream(
+        stream, GROUP_BATCH, buffer=20, seed=options.seed)))
+
     report = {"rank": rank, "lengths": [len(s) for s in sequences], "epochs": epochs,
               "trained": trained, "first_epoch_steps": first_epoch_steps,
-              "world": packed.num_replicas, "packed_rank": packed.rank}
+              "world": packed.num_replicas, "packed_rank": packed.rank,
+              "grouped_epochs": grouped_epochs, "group_trained": group_trained,
+              "group_epoch_steps": group_epoch_steps}
     finish_rank(options.out, rank, report)
 
 

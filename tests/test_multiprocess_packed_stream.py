@@ -1,6 +1,7 @@
-"""PackedStream and packed training on a stream in two processes (torchrun, gloo on CPU): each
-rank keeps its own batches, every row is seen once per epoch across ranks and workers, and
-both ranks take the same number of steps. Deselect with `-m "not slow"`."""
+"""PackedStream, LengthGroupedStream and packed / length-grouped training on a stream in two
+processes (torchrun, gloo on CPU): each rank keeps its own batches, every row is seen once per
+epoch across ranks and workers, and both ranks take the same number of steps. Deselect with
+`-m "not slow"`."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from multiprocess_packed_stream import BUDGET, EPOCHS, ROWS
+from multiprocess_packed_stream import BUDGET, EPOCHS, GROUP_BATCH, ROWS
 from test_multiprocess import launch
 
 SCRIPT = Path(__file__).with_name("multiprocess_packed_stream.py")
@@ -48,3 +49,38 @@ def test_packed_training_on_a_stream(ranks):
     assert set(counts) == set(range(ROWS))
     repeated = set(trained[0][0])
     assert all(count == 1 or row in repeated for row, count in counts.items())
+
+
+@pytest.mark.slow
+def test_grouped_stream_every_row_once_per_epoch_across_ranks_and_workers(ranks):
+    lengths = ranks[0]["lengths"]
+    for epoch in range(EPOCHS):
+        batches = [r["grouped_epochs"][epoch] for r in ranks]
+        assert len(batches[0]) == len(batches[1])  # the ranks end the epoch together
+        counts = Counter(row for rank_batches in batches for b in rank_batches for row in b)
+        assert set(counts) == set(range(ROWS))
+        # 90 rows: 22 whole batches and one of 2; four readers, so 23 batches dealt in six
+        # rounds, the last one filled with the first batch of the epoch.
+        assert sum(counts.values()) == ROWS + GROUP_BATCH
+        assert sorted(len(b) for rb in batches for b in rb)[:2] == [2, GROUP_BATCH]
+        # Grouped by length: each batch a narrow range of lengths.
+        spread = [max(lengths[r] for r in b) - min(lengths[r] for r in b)
+                  for rb in batches for b in rb]
+        assert sum(spread) / len(spread) < 8
+    assert ranks[0]["grouped_epochs"][0] != ranks[0]["grouped_epochs"][1]
+
+
+@pytest.mark.slow
+def test_group_by_length_training_on_a_stream(ranks):
+    trained = [r["group_trained"] for r in ranks]
+    assert len(trained[0]) == len(trained[1]) == 24
+    steps = ranks[0]["group_epoch_steps"]
+    assert steps == ranks[1]["group_epoch_steps"] == 12  # 23 batches over two ranks
+    for epoch in range(2):
+        part = [t[epoch * steps:(epoch + 1) * steps] for t in trained]
+        counts = Counter(row for t in part for b in t for row in b)
+        assert set(counts) == set(range(ROWS))
+        repeated = set(part[0][0])  # the uneven last round repeats rank 0's first batch
+        assert all(count == 1 or row in repeated for row, count in counts.items())
+        assert sum(counts.values()) == ROWS + len(part[0][0])
+    assert trained[0][:steps] != trained[0][steps:]

@@ -1,7 +1,8 @@
 """fastcollate.Trainer given a stream (`datasets.IterableDataset`, `to_iterable_dataset()`):
-the packed strategy packs it on the fly (`PackedStream`), every batch within the budget; a
-map-style dataset without a length still raises; the length strategies that transformers'
-Trainer skips for a stream warn, once."""
+the packed strategy packs it on the fly (`PackedStream`), every batch within the budget;
+group_by_length groups it on the fly (`LengthGroupedStream`); the buffer fields reach both; a
+map-style dataset without a length still raises; batch_rebalance on a training stream and
+group_by_length on an evaluation stream warn, once."""
 
 from __future__ import annotations
 
@@ -143,7 +144,7 @@ def stream_warnings(caught):
     return [str(w.message) for w in caught if "is not applied to the" in str(w.message)]
 
 
-@pytest.mark.parametrize("strategy", ["group_by_length", "batch_rebalance"])
+@pytest.mark.parametrize("strategy", ["batch_rebalance"])
 def test_length_strategy_on_a_stream_warns_once(tmp_path, strategy):
     stream = equal_rows().to_iterable_dataset()
     with warnings.catch_warnings(record=True) as caught:
@@ -187,3 +188,109 @@ def test_map_style_datasets_do_not_warn(tmp_path):
         trainer.get_train_dataloader()
         trainer.get_eval_dataloader()
     assert stream_warnings(caught) == []
+
+
+class PaddedRecordingTrainer(fastcollate.Trainer):
+    def compute_loss(self, model, inputs, *args, **kwargs):
+        mask = inputs["attention_mask"].bool()
+        self.seen.append([ids[keep].tolist() for ids, keep in zip(inputs["input_ids"], mask,
+                                                                    strict=True)])
+        return super().compute_loss(model, inputs, *args, **kwargs)
+
+
+def row_numbers(batches, sequences):
+    row_of = {tuple(s): i for i, s in enumerate(sequences)}
+    assert len(row_of) == len(sequences)
+    return [[row_of[tuple(ids)] for ids in batch] for batch in batches]
+
+
+@pytest.mark.parametrize("make_stream", [lambda d: d.to_iterable_dataset(num_shards=2),
+                                         PlainStream], ids=["datasets", "torch"])
+def test_group_by_length_stream_trains_on_grouped_batches(tmp_path, make_stream,
+                                                          bert_tokenizer):
+    sequences = counting_rows(40)
+    stream = make_stream(datasets.Dataset.from_dict({"input_ids": sequences}))
+    args = arguments(tmp_path, "group_by_length", max_steps=20, group_by_length_buffer=16)
+    collator = fastcollate.DataCollatorForLanguageModeling(bert_tokenizer, mlm=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "is not applied" warning any more
+        trainer = PaddedRecordingTrainer(model=tiny_model(), args=args, data_collator=collator,
+                                         train_dataset=stream)
+        loader = trainer.get_train_dataloader()
+    assert isinstance(loader.dataset, fastcollate.LengthGroupedStream)
+    assert (loader.dataset.batch_size, loader.dataset.buffer) == (4, 16)
+    trainer.seen = []
+    trainer.train()
+    # Two epochs of ten batches: the stream's own batches for each epoch (set_epoch reached
+    # it), every row once per epoch, the epochs differently grouped.
+    expected = []
+    for epoch in range(2):
+        alone = fastcollate.LengthGroupedStream(stream, 4, buffer=16, seed=args.seed)
+        alone.set_epoch(epoch)
+        expected.append([[row["input_ids"] for row in batch] for batch in alone])
+    assert [len(e) for e in expected] == [10, 10]
+    assert trainer.seen == expected[0] + expected[1]
+    first, second = (row_numbers(e, sequences) for e in expected)
+    assert sorted(sum(first, [])) == sorted(sum(second, [])) == list(range(40))
+    assert first != second
+    # Grouped: far less padding than batches of four in stream order.
+    def pad(batches):
+        return sum(len(b) * max(map(len, b)) - sum(map(len, b)) for b in batches)
+    in_order = [sequences[i: i + 4] for i in range(0, 40, 4)]
+    assert pad(expected[0]) < pad(in_order) / 2
+
+
+def test_buffer_fields_reach_the_streams(tmp_path):
+    dataset = datasets.Dataset.from_dict({"input_ids": counting_rows(40)})
+    packed_args = arguments(tmp_path, "packed", packing_buffer=7)
+    trainer = fastcollate.Trainer(model=tiny_model(), args=packed_args,
+                                  train_dataset=dataset.to_iterable_dataset())
+    assert trainer.get_train_dataloader().dataset.buffer == 7
+    default = fastcollate.Trainer(model=tiny_model(), args=arguments(tmp_path, "packed"),
+                                  train_dataset=dataset.to_iterable_dataset())
+    assert default.get_train_dataloader().dataset.buffer == 4096
+    grouped = fastcollate.Trainer(
+        model=tiny_model(), args=arguments(tmp_path, "group_by_length",
+                                           per_device_train_batch_size=5000),
+        train_dataset=equal_rows().to_iterable_dataset())
+    # The default buffer holds at least one batch.
+    assert grouped.get_train_dataloader().dataset.buffer == 5000
+    small = fastcollate.Trainer(
+        model=tiny_model(), args=arguments(tmp_path, "group_by_length",
+                                           group_by_length_buffer=2),
+        train_dataset=equal_rows().to_iterable_dataset())
+    with pytest.raises(ValueError, match="buffer=2 rows cannot hold one batch of batch_size=4"):
+        small.get_train_dataloader()
+
+
+@pytest.mark.parametrize(
+    ("strategy", "overrides", "message"),
+    [
+        ("packed", {"packing_buffer": 0}, "packing_buffer must be a positive number of rows, "
+                                          "not 0"),
+        ("packed", {"packing_buffer": True}, "packing_buffer must be a positive number"),
+        ("packed", {"packing_buffer": 2.5}, "packing_buffer must be a positive number"),
+        ("group_by_length", {"packing_buffer": 8},
+         "packing_buffer applies to train_sampling_strategy='packed' only, not "
+         "'group_by_length'"),
+        ("group_by_length", {"group_by_length_buffer": -1},
+         "group_by_length_buffer must be a positive number of rows, not -1"),
+        ("random", {"group_by_length_buffer": 8},
+         "group_by_length_buffer applies to train_sampling_strategy='group_by_length' only, "
+         "not 'random'"),
+        ("packed", {"group_by_length_buffer": 8}, "group_by_length_buffer applies to"),
+    ],
+)
+def test_buffer_fields_are_validated(tmp_path, strategy, overrides, message):
+    with pytest.raises(ValueError, match=message):
+        arguments(tmp_path, strategy, **overrides)
+
+
+def test_group_by_length_map_style_is_unchanged(tmp_path):
+    # A map-style dataset keeps the length-grouped sampler (not a stream).
+    trainer = fastcollate.Trainer(model=tiny_model(),
+                                  args=arguments(tmp_path, "group_by_length"),
+                                  train_dataset=equal_rows())
+    loader = trainer.get_train_dataloader()
+    assert not isinstance(loader.dataset, fastcollate.LengthGroupedStream)
+    assert isinstance(trainer._get_train_sampler(), fastcollate.LengthGroupedSampler)

@@ -3,8 +3,9 @@
 Every public name takes the arguments of its transformers namesake, so switching is an import
 change. `__version__` is the package version; `build_profile` is "release" for an optimized
 build (wheels, `pip install`) and "debug" for a development build, whose timings mean nothing.
-`LengthGroupedSampler`, `DistributedLengthGroupedSampler`, `BatchRebalanceSampler` (need
-torch), `Trainer`, `TrainingArguments` (need transformers) and `patch_trl`, `unpatch_trl`,
+`LengthGroupedSampler`, `DistributedLengthGroupedSampler`, `BatchRebalanceSampler`,
+`PackedStream`, `LengthGroupedStream` (need torch), `Trainer`, `Seq2SeqTrainer`,
+`TrainingArguments` (need transformers) and `patch_trl`, `unpatch_trl`,
 `TRLPatch` (need TRL) are imported on first use.
 """
 
@@ -43,7 +44,9 @@ __all__ = [
     "BatchRebalanceSampler",
     "PackedBatchSampler",
     "PackedStream",
+    "LengthGroupedStream",
     "Trainer",
+    "Seq2SeqTrainer",
     "TrainingArguments",
     "patch_transformers",
     "unpatch_transformers",
@@ -63,7 +66,9 @@ _LAZY = {
     "DistributedLengthGroupedSampler": (".sampling.samplers", "torch", ("torch",)),
     "BatchRebalanceSampler": (".sampling.rebalance", "torch", ("torch",)),
     "PackedStream": (".sampling.packed_stream", "torch", ("torch",)),
+    "LengthGroupedStream": (".sampling.length_grouped_stream", "torch", ("torch",)),
     "Trainer": (".integrations.trainer", "transformers", ("torch", "transformers")),
+    "Seq2SeqTrainer": (".integrations.trainer", "transformers", ("torch", "transformers")),
     "TrainingArguments": (".integrations.training_args", "transformers", ("torch", "transformers")),
     "patch_trl": (".trl.patch", "trl", ("torch", "trl")),
     "unpatch_trl": (".trl.patch", "trl", ("torch", "trl")),

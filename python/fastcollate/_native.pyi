@@ -14,6 +14,7 @@ __all__ = [
     "compare_exchange",
     "flatten_batch",
     "group_by_length",
+    "group_stream_buffer",
     "mask_tokens",
     "pack_dataset_bfd",
     "pack_dataset_gather",
@@ -147,6 +148,19 @@ def pack_stream_buffer(
     max_tokens: int,
     *,
     truncate: bool,
+    last: bool,
+    seed: int,
+    epoch: int,
+    buffer_number: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+
+# One stream buffer sorted by length and cut into batches of batch_size rows: (indices,
+# offsets) of the batches to emit, in buffer positions (a short batch, only when last, comes
+# last), and the positions carried into the next buffer.
+def group_stream_buffer(
+    lengths: np.ndarray,
+    batch_size: int,
+    *,
     last: bool,
     seed: int,
     epoch: int,

@@ -13,4 +13,5 @@ pub mod packing;
 pub mod pad;
 pub mod rebalance;
 pub mod rng;
+pub mod stream_grouping;
 pub mod stream_packing;

@@ -19,6 +19,7 @@ mod pad;
 mod read;
 mod rows;
 mod sampling;
+mod stream_grouping;
 mod stream_packing;
 mod tensors;
 
@@ -40,6 +41,8 @@ mod _native {
     use super::pack_dataset::{pack_dataset_bfd, pack_dataset_gather, pack_dataset_wrapped};
     #[pymodule_export]
     use super::sampling::{pack_epoch, rebalance_epoch};
+    #[pymodule_export]
+    use super::stream_grouping::group_stream_buffer;
     #[pymodule_export]
     use super::stream_packing::pack_stream_buffer;
 

@@ -22,6 +22,7 @@ from ..sampling.lengths import sequence_lengths
 from ..sampling.samplers import LengthGroupedSampler
 from .trainer_sampling import (
     CutToTokenBudget,
+    grouped_stream,
     is_packable_stream,
     is_packed,
     packed_sampler,
@@ -100,13 +101,11 @@ class CollatorEpochs(transformers.TrainerCallback):
             set_epoch(math.floor((state.epoch or 0) + 1e-6))
 
 
-class Trainer(transformers.Trainer):
-    """A `transformers.Trainer` whose default `data_collator` is fastcollate's (chosen exactly
-    as transformers chooses its own) and which, with
-    `train_sampling_strategy="group_by_length"`, reads lengths from Arrow and groups them in
-    Rust: the same batches as transformers' sampler for the same seed, without decoding every
-    row at startup. At each epoch it calls the collator's `set_epoch` when it has one, so
-    seeded masked-LM masks differ from epoch to epoch."""
+class ArrowTrainerMixin:
+    """fastcollate's overrides of transformers' Trainer, for `transformers.Trainer` and its
+    subclasses (`class X(ArrowTrainerMixin, transformers.Seq2SeqTrainer)`): fastcollate's
+    default collators, batches read straight from Arrow, lengths read from Arrow and grouped
+    in Rust, packed and length-grouped streams, and the collator's `set_epoch` at each epoch."""
 
     def __init__(self, *args: Any, **kwargs: Any):
         bound = _TRAINER_SIGNATURE.bind(self, *args, **kwargs)
@@ -162,20 +161,26 @@ class Trainer(transformers.Trainer):
             self.args.dataloader_pin_memory = True
 
     def get_train_dataloader(self) -> Any:
-        # Packed training on a stream: batches packed on the fly, each rank its own.
+        # Packed or length-grouped training on a stream: batches made on the fly, each rank its
+        # own.
         dataset = self.train_dataset
-        if dataset is None or not (is_packed(self.args) and is_packable_stream(dataset)):
+        if dataset is None or not is_packable_stream(dataset):
             return super().get_train_dataloader()
-        return self._packed_stream_dataloader(dataset)
-
-    def _packed_stream_dataloader(self, dataset: Any) -> Any:
-        """A DataLoader over `PackedStream(dataset)` (one list of rows per batch, collated by the
-        Trainer's collator), prepared by accelerate without being sharded a second time."""
-        args = self.args
         model_input_names = getattr(self.processing_class, "model_input_names", None)
         column = model_input_names[0] if model_input_names else "input_ids"
+        if is_packed(self.args):
+            return self._stream_dataloader(packed_stream(self.args, dataset, column))
+        if self.args.train_sampling_strategy == "group_by_length":
+            return self._stream_dataloader(grouped_stream(self.args, dataset, column))
+        return super().get_train_dataloader()
+
+    def _stream_dataloader(self, stream: Any) -> Any:
+        """A DataLoader over a `PackedStream` or `LengthGroupedStream` (one list of rows per
+        batch, collated by the Trainer's collator), prepared by accelerate without being
+        sharded a second time."""
+        args = self.args
         loader = torch.utils.data.DataLoader(
-            packed_stream(args, dataset, column),
+            stream,
             batch_size=None,
             collate_fn=self._get_collator_with_removed_columns(
                 self.data_collator, description="Training"
@@ -240,3 +245,19 @@ class Trainer(transformers.Trainer):
             lengths=self._dataset_lengths(eval_dataset),
             generator=torch.Generator().manual_seed(seed),
         )
+
+
+class Trainer(ArrowTrainerMixin, transformers.Trainer):
+    """A `transformers.Trainer` whose default `data_collator` is fastcollate's (chosen exactly
+    as transformers chooses its own) and which, with
+    `train_sampling_strategy="group_by_length"`, reads lengths from Arrow and groups them in
+    Rust: the same batches as transformers' sampler for the same seed, without decoding every
+    row at startup. At each epoch it calls the collator's `set_epoch` when it has one, so
+    seeded masked-LM masks differ from epoch to epoch."""
+
+
+class Seq2SeqTrainer(ArrowTrainerMixin, transformers.Seq2SeqTrainer):
+    """A `transformers.Seq2SeqTrainer` (generation in evaluation and prediction with
+    `predict_with_generate`) with everything `fastcollate.Trainer` adds: fastcollate's default
+    collator (chosen as transformers chooses its own; pass `DataCollatorForSeq2Seq` for
+    labels to be padded), batches read straight from Arrow, fast length grouping and streams."""

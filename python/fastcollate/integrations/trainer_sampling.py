@@ -17,6 +17,8 @@ from transformers.trainer_utils import has_length
 
 from .._internal.datasets import stream_kind
 from .._internal.patching import original
+from ..sampling.buffered_stream import DEFAULT_BUFFER
+from ..sampling.length_grouped_stream import LengthGroupedStream
 from ..sampling.packed_stream import PackedStream
 from ..sampling.packing import PackedBatchSampler
 from ..sampling.rebalance import BatchRebalanceSampler
@@ -95,9 +97,29 @@ def packed_stream(args: Any, dataset: Any, column: str) -> PackedStream:
     return PackedStream(
         dataset,
         args.max_tokens_per_batch,
+        buffer=getattr(args, "packing_buffer", None) or DEFAULT_BUFFER,
         seed=args.data_seed if args.data_seed is not None else args.seed,
         column=column,
         truncate=bool(getattr(args, "packing_truncation", False)),
+        num_replicas=world_size,
+        rank=rank,
+        drop_last=args.dataloader_drop_last,
+    )
+
+
+def grouped_stream(args: Any, dataset: Any, column: str) -> LengthGroupedStream:
+    """This rank's batches of `train_batch_size` rows of similar length (by `column`) from the
+    stream `dataset`, shuffled by the data seed. The buffer is `group_by_length_buffer` rows
+    (default 4096, at least one batch)."""
+    world_size, rank = _world(args)
+    batch_size = args.train_batch_size
+    buffer = getattr(args, "group_by_length_buffer", None) or max(DEFAULT_BUFFER, batch_size)
+    return LengthGroupedStream(
+        dataset,
+        batch_size,
+        buffer=buffer,
+        seed=args.data_seed if args.data_seed is not None else args.seed,
+        column=column,
         num_replicas=world_size,
         rank=rank,
         drop_last=args.dataloader_drop_last,
@@ -155,6 +177,8 @@ def stream_warning(args: Any, dataset: Any, training: bool) -> str | None:
             f"(load_dataset without streaming=True), or pack the stream into rows of at most "
             f"{budget} tokens beforehand and train with another strategy"
         )
+    if training and strategy == "group_by_length" and is_packable_stream(dataset):
+        return None  # grouped on the fly (LengthGroupedStream)
     # Evaluation groups by length only for group_by_length; batch_rebalance is training only.
     if strategy == "group_by_length" or (training and strategy == "batch_rebalance"):
         return (

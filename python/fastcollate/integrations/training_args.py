@@ -24,7 +24,12 @@ class TrainingArguments(transformers.TrainingArguments):
 
     `packing_truncation=True` packs a sequence longer than the budget alone in a batch and
     cuts it to `max_tokens_per_batch` tokens (otherwise such a sequence is an error naming
-    its index and length)."""
+    its index and length).
+
+    On a stream (a `datasets.IterableDataset` or torch `IterableDataset`), "packed" packs
+    `packing_buffer` rows at a time (`PackedStream`, default 4096) and "group_by_length" groups
+    `group_by_length_buffer` rows at a time (`LengthGroupedStream`, default 4096 or one batch
+    if larger). Each is an error with another strategy."""
 
     max_tokens_per_batch: int | None = field(
         default=None,
@@ -41,8 +46,35 @@ class TrainingArguments(transformers.TrainingArguments):
         },
     )
 
+    packing_buffer: int | None = field(
+        default=None,
+        metadata={
+            "help": "With train_sampling_strategy='packed' on a stream, how many rows are read "
+            "and packed at a time (default 4096)."
+        },
+    )
+    group_by_length_buffer: int | None = field(
+        default=None,
+        metadata={
+            "help": "With train_sampling_strategy='group_by_length' on a stream, how many rows "
+            "are read and grouped by length at a time (default 4096; at least one batch)."
+        },
+    )
+
     def __post_init__(self):
         super().__post_init__()
+        for name, strategy in (("packing_buffer", PACKED),
+                               ("group_by_length_buffer", "group_by_length")):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive number of rows, not {value!r}")
+            if self.train_sampling_strategy != strategy:
+                raise ValueError(
+                    f"{name} applies to train_sampling_strategy={strategy!r} only, not "
+                    f"{self.train_sampling_strategy!r}"
+                )
         if self.train_sampling_strategy == PACKED:
             budget = self.max_tokens_per_batch
             if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:

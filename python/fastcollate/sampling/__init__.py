@@ -9,13 +9,18 @@ from .grouping import get_length_grouped_indices
 from .lengths import sequence_lengths
 from .packing import PackedBatchSampler
 
-__all__ = ["get_length_grouped_indices", "sequence_lengths", "PackedBatchSampler", "PackedStream"]
+__all__ = ["get_length_grouped_indices", "sequence_lengths", "PackedBatchSampler", "PackedStream",
+           "LengthGroupedStream"]
 
 
 def __getattr__(name):
-    # PackedStream is a torch IterableDataset: torch loads only when it is asked for.
+    # The streams are torch IterableDatasets: torch loads only when one is asked for.
     if name == "PackedStream":
         from .packed_stream import PackedStream
 
         return PackedStream
+    if name == "LengthGroupedStream":
+        from .length_grouped_stream import LengthGroupedStream
+
+        return LengthGroupedStream
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

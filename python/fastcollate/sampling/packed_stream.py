@@ -4,44 +4,17 @@ time, with the packing decided in Rust."""
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
-import torch
 
 from .. import _native
-from .packing import checked_count
-from .sharding import checked_world
-
-DEFAULT_BUFFER = 4096
-
-# Rows taken at a time from a datasets.IterableDataset (its `iter(batch_size=...)`).
-_READ_BATCH = 256
+from .._internal.options import checked_count
+from .buffered_stream import DEFAULT_BUFFER, BufferedStream
 
 
-def _datasets_stream(value: Any) -> bool:
-    datasets = sys.modules.get("datasets")
-    return datasets is not None and isinstance(value, datasets.IterableDataset)
-
-
-def _rows_of(source: Any) -> Iterator[Any]:
-    """Every row of `source`, in its order, in whichever process or worker reads it.
-
-    A `datasets.IterableDataset` iterated inside a DataLoader worker hands that worker only
-    some of its shards; read through `iter(batch_size=...)` it yields every row, as every
-    reader of a PackedStream needs (the readers then keep disjoint batches)."""
-    if _datasets_stream(source):
-        for columns in source.iter(batch_size=_READ_BATCH):
-            keys = list(columns)
-            for values in zip(*(columns[key] for key in keys), strict=True):
-                yield dict(zip(keys, values, strict=True))
-        return
-    yield from source
-
-
-class PackedStream(torch.utils.data.IterableDataset):
+class PackedStream(BufferedStream):
     r"""Packs a stream of rows into batches of at most `max_tokens` tokens, lazily: an
     iterable (a torch `IterableDataset`) yielding each batch as a list of rows, for
     `DataLoader(packed, batch_size=None, collate_fn=DataCollatorWithFlattening())`.
@@ -83,76 +56,24 @@ class PackedStream(torch.utils.data.IterableDataset):
         rank: int | None = None,
         drop_last: bool = False,
     ):
-        if not isinstance(iterable, Iterable) or isinstance(iterable, (str, bytes, Mapping)):
-            raise TypeError(
-                f"PackedStream: iterable must be an iterable of rows, not "
-                f"{type(iterable).__name__}"
-            )
-        self.iterable = iterable
+        super().__init__(iterable, buffer=buffer, seed=seed, column=column,
+                         num_replicas=num_replicas, rank=rank, drop_last=drop_last)
         self.max_tokens = checked_count(max_tokens, "max_tokens", 1)
-        self.buffer = checked_count(buffer, "buffer", 1)
-        self.seed = checked_count(seed, "seed", 0)
-        if not isinstance(column, str):
-            raise TypeError(f"column must be a str, not {type(column).__name__}")
-        self.column = column
-        self.num_replicas, self.rank = checked_world(num_replicas, rank)
         self.truncate = bool(truncate)
-        self.drop_last = bool(drop_last)
-        if _datasets_stream(iterable) and getattr(iterable, "_distributed", None) is not None:
-            raise ValueError(
-                "PackedStream: the datasets.IterableDataset was split with "
-                "split_dataset_by_node; PackedStream gives each rank its own batches itself "
-                "and needs every rank to read the whole stream. Pass the stream unsplit"
-            )
-        # In shared memory, so that persistent DataLoader workers see set_epoch too.
-        self._epoch = torch.zeros((), dtype=torch.int64).share_memory_()
 
-    @property
-    def epoch(self) -> int:
-        return int(self._epoch.item())
-
-    def set_epoch(self, epoch: int) -> None:
-        """Sets the epoch (the batches are a function of seed, epoch and the stream's order),
-        and the stream's own epoch when it has `set_epoch`."""
-        epoch = checked_count(epoch, "epoch", 0)
-        self._epoch.fill_(epoch)
-        set_source_epoch = getattr(self.iterable, "set_epoch", None)
-        if callable(set_source_epoch):
-            set_source_epoch(epoch)
-
-    def _size(self, row: Any, position: int) -> int:
-        """The token count of `row` (the stream's row `position`), checked."""
-        column = self.column
-        if not isinstance(row, Mapping):
-            raise TypeError(
-                f"row {position} of the stream is a {type(row).__name__}, not a mapping of "
-                "columns"
-            )
-        if column not in row:
+    def _size(self, row: Any, position: int) -> tuple[Any, int]:
+        """The row as packed (cut to `max_tokens` when over-long and `truncate`) and its
+        token count; an over-long row is an error otherwise."""
+        size = self._length(row, position)
+        if size <= self.max_tokens:
+            return row, size
+        if not self.truncate:
             raise ValueError(
-                f"row {position} of the stream has no {column!r} column (it has "
-                f"{sorted(map(str, row))}); pass column= to name the one to pack by"
-            )
-        value = row[column]
-        if isinstance(value, (str, bytes)) or getattr(value, "ndim", 1) != 1:
-            raise TypeError(
-                f"row {position}: {column!r} must be a list, tuple, 1-d array or tensor of "
-                f"token ids, not {type(value).__name__}"
-            )
-        try:
-            size = len(value)
-        except TypeError:
-            raise TypeError(
-                f"row {position}: {column!r} must be a list, tuple, 1-d array or tensor of "
-                f"token ids, not {type(value).__name__}"
-            ) from None
-        if size > self.max_tokens and not self.truncate:
-            raise ValueError(
-                f"row {position} of the stream has {size} tokens in {column!r}, more than "
+                f"row {position} of the stream has {size} tokens in {self.column!r}, more than "
                 f"max_tokens={self.max_tokens}; truncate it when tokenizing, raise max_tokens, "
                 "or pass truncate=True to cut it to max_tokens"
             )
-        return size
+        return self._cut(row, size), self.max_tokens
 
     def _cut(self, row: Mapping[str, Any], size: int) -> dict[str, Any]:
         """A copy of an over-long `row` with every value as long as its column cut."""
@@ -168,70 +89,14 @@ class PackedStream(torch.utils.data.IterableDataset):
                 continue
         return out
 
-    def _batches(self) -> Iterator[list[Any]]:
-        """Every batch of the epoch, in order, as every reader makes them."""
-        epoch = self.epoch
-        rows: list[Any] = []
-        sizes: list[int] = []
-        position = 0
-        buffer_number = 0
-        source = _rows_of(self.iterable)
-        exhausted = False
-        while not exhausted:
-            for row in source:
-                size = self._size(row, position)
-                position += 1
-                if size > self.max_tokens:
-                    row = self._cut(row, size)
-                    size = self.max_tokens
-                rows.append(row)
-                sizes.append(size)
-                if len(rows) >= self.buffer:
-                    break
-            else:
-                exhausted = True
-            if not rows:
-                return
-            indices, offsets, carried = _native.pack_stream_buffer(
-                np.asarray(sizes, dtype=np.int64),
-                self.max_tokens,
-                truncate=self.truncate,
-                last=exhausted,
-                seed=self.seed,
-                epoch=epoch,
-                buffer_number=buffer_number,
-            )
-            buffer_number += 1
-            flat = indices.tolist()
-            bounds = offsets.tolist()
-            for start, end in zip(bounds[:-1], bounds[1:], strict=True):
-                yield [rows[i] for i in flat[start:end]]
-            kept = carried.tolist()
-            rows = [rows[i] for i in kept]
-            sizes = [sizes[i] for i in kept]
-
-    def __iter__(self) -> Iterator[list[Any]]:
-        worker = torch.utils.data.get_worker_info()
-        workers, worker_id = (worker.num_workers, worker.id) if worker is not None else (1, 0)
-        readers = self.num_replicas * workers
-        reader = self.rank * workers + worker_id
-        first: list[list[Any]] = []  # the epoch's first round, to fill an uneven last one
-        pending: list[Any] | None = None
-        total = 0
-        for batch in self._batches():
-            if total < readers:
-                first.append(batch)
-            if total % readers == reader:
-                pending = batch
-            total += 1
-            if total % readers == 0 and pending is not None:
-                # The round is complete: every reader has a batch in it.
-                yield pending
-                pending = None
-        if total % readers == 0 or self.drop_last:
-            return
-        # The last round is short: readers without a batch in it repeat one of the first.
-        if pending is not None:
-            yield pending
-        else:
-            yield first[(total - total % readers + reader) % total]
+    def _plan(self, sizes: np.ndarray, *, last: bool, epoch: int,
+              buffer_number: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return _native.pack_stream_buffer(
+            sizes,
+            self.max_tokens,
+            truncate=self.truncate,
+            last=last,
+            seed=self.seed,
+            epoch=epoch,
+            buffer_number=buffer_number,
+        )

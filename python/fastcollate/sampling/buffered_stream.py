@@ -1,0 +1,201 @@
+"""`BufferedStream`: what `PackedStream` and `LengthGroupedStream` share — reading a stream of
+rows (a `datasets.IterableDataset`, a torch `IterableDataset`, a generator) one bounded buffer
+at a time, the seeded epoch, each row's length, and dealing the batches out to the readers
+(ranks x DataLoader workers) so that each reader yields the same number of batches."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from .._internal.options import checked_count
+from .sharding import checked_world
+
+DEFAULT_BUFFER = 4096
+
+# Rows taken at a time from a datasets.IterableDataset (its `iter(batch_size=...)`).
+_READ_BATCH = 256
+
+
+def _datasets_stream(value: Any) -> bool:
+    datasets = sys.modules.get("datasets")
+    return datasets is not None and isinstance(value, datasets.IterableDataset)
+
+
+def rows_of(source: Any) -> Iterator[Any]:
+    """Every row of `source`, in its order, in whichever process or worker reads it.
+
+    A `datasets.IterableDataset` iterated inside a DataLoader worker hands that worker only
+    some of its shards; read through `iter(batch_size=...)` it yields every row, as every
+    reader of a buffered stream needs (the readers then keep disjoint batches)."""
+    if _datasets_stream(source):
+        for columns in source.iter(batch_size=_READ_BATCH):
+            keys = list(columns)
+            for values in zip(*(columns[key] for key in keys), strict=True):
+                yield dict(zip(keys, values, strict=True))
+        return
+    yield from source
+
+
+def deal(batches: Iterable[list[Any]], readers: int, reader: int,
+         drop_last: bool) -> Iterator[list[Any]]:
+    """Reader `reader`'s share of `batches` (every reader is given the same batches): batches
+    `reader, reader + readers, ...`, each yielded once its round is complete, so that every
+    reader yields the same number. A last, uneven round is filled by repeating the first
+    batches of the epoch, or dropped with `drop_last`."""
+    first: list[list[Any]] = []  # the epoch's first round, to fill an uneven last one
+    pending: list[Any] | None = None
+    total = 0
+    for batch in batches:
+        if total < readers:
+            first.append(batch)
+        if total % readers == reader:
+            pending = batch
+        total += 1
+        if total % readers == 0 and pending is not None:
+            # The round is complete: every reader has a batch in it.
+            yield pending
+            pending = None
+    if total % readers == 0 or drop_last:
+        return
+    # The last round is short: readers without a batch in it repeat one of the first.
+    if pending is not None:
+        yield pending
+    else:
+        yield first[(total - total % readers + reader) % total]
+
+
+class BufferedStream(torch.utils.data.IterableDataset):
+    """The shared part of the buffered streams; a subclass makes the epoch's batches
+    (`_batches`, every reader the same) from the rows `_buffers` reads."""
+
+    def __init__(
+        self,
+        iterable: Iterable[Any],
+        *,
+        buffer: int,
+        seed: int,
+        column: str,
+        num_replicas: int | None,
+        rank: int | None,
+        drop_last: bool,
+    ):
+        name = type(self).__name__
+        if not isinstance(iterable, Iterable) or isinstance(iterable, (str, bytes, Mapping)):
+            raise TypeError(
+                f"{name}: iterable must be an iterable of rows, not {type(iterable).__name__}"
+            )
+        self.iterable = iterable
+        self.buffer = checked_count(buffer, "buffer", 1)
+        self.seed = checked_count(seed, "seed", 0)
+        if not isinstance(column, str):
+            raise TypeError(f"column must be a str, not {type(column).__name__}")
+        self.column = column
+        self.num_replicas, self.rank = checked_world(num_replicas, rank)
+        self.drop_last = bool(drop_last)
+        if _datasets_stream(iterable) and getattr(iterable, "_distributed", None) is not None:
+            raise ValueError(
+                f"{name}: the datasets.IterableDataset was split with split_dataset_by_node; "
+                f"{name} gives each rank its own batches itself and needs every rank to read "
+                "the whole stream. Pass the stream unsplit"
+            )
+        # In shared memory, so that persistent DataLoader workers see set_epoch too.
+        self._epoch = torch.zeros((), dtype=torch.int64).share_memory_()
+
+    @property
+    def epoch(self) -> int:
+        return int(self._epoch.item())
+
+    def set_epoch(self, epoch: int) -> None:
+        """Sets the epoch (the batches are a function of seed, epoch and the stream's order),
+        and the stream's own epoch when it has `set_epoch`."""
+        epoch = checked_count(epoch, "epoch", 0)
+        self._epoch.fill_(epoch)
+        set_source_epoch = getattr(self.iterable, "set_epoch", None)
+        if callable(set_source_epoch):
+            set_source_epoch(epoch)
+
+    def _length(self, row: Any, position: int) -> int:
+        """The length of `row`'s `column` (the stream's row `position`), checked."""
+        column = self.column
+        if not isinstance(row, Mapping):
+            raise TypeError(
+                f"row {position} of the stream is a {type(row).__name__}, not a mapping of "
+                "columns"
+            )
+        if column not in row:
+            raise ValueError(
+                f"row {position} of the stream has no {column!r} column (it has "
+                f"{sorted(map(str, row))}); pass column= to name the one to measure"
+            )
+        value = row[column]
+        message = (
+            f"row {position}: {column!r} must be a list, tuple, 1-d array or tensor of "
+            f"token ids, not {type(value).__name__}"
+        )
+        if isinstance(value, (str, bytes)) or getattr(value, "ndim", 1) != 1:
+            raise TypeError(message)
+        try:
+            return len(value)
+        except TypeError:
+            raise TypeError(message) from None
+
+    def _size(self, row: Any, position: int) -> tuple[Any, int]:
+        """The row as it goes into the buffer and its size there (a subclass may check or
+        cut it)."""
+        return row, self._length(row, position)
+
+    def _plan(self, sizes: np.ndarray, *, last: bool, epoch: int,
+              buffer_number: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One buffer's batches: (indices, offsets) in buffer positions, in the order to
+        emit them, and the positions carried into the next buffer (none when `last`)."""
+        raise NotImplementedError
+
+    def _batches(self) -> Iterator[list[Any]]:
+        """Every batch of the epoch, in order, as every reader makes them: the stream read
+        `buffer` rows at a time (the rows the previous buffer carried first), each buffer
+        planned by `_plan`."""
+        epoch = self.epoch
+        rows: list[Any] = []
+        sizes: list[int] = []
+        position = 0
+        buffer_number = 0
+        source = rows_of(self.iterable)
+        exhausted = False
+        while not exhausted:
+            for row in source:
+                row, size = self._size(row, position)
+                position += 1
+                rows.append(row)
+                sizes.append(size)
+                if len(rows) >= self.buffer:
+                    break
+            else:
+                exhausted = True
+            if not rows:
+                return
+            indices, offsets, carried = self._plan(
+                np.asarray(sizes, dtype=np.int64),
+                last=exhausted,
+                epoch=epoch,
+                buffer_number=buffer_number,
+            )
+            buffer_number += 1
+            flat = indices.tolist()
+            bounds = offsets.tolist()
+            for start, end in zip(bounds[:-1], bounds[1:], strict=True):
+                yield [rows[i] for i in flat[start:end]]
+            kept = carried.tolist()
+            rows = [rows[i] for i in kept]
+            sizes = [sizes[i] for i in kept]
+
+    def __iter__(self) -> Iterator[list[Any]]:
+        worker = torch.utils.data.get_worker_info()
+        workers, worker_id = (worker.num_workers, worker.id) if worker is not None else (1, 0)
+        readers = self.num_replicas * workers
+        reader = self.rank * workers + worker_id
+        return deal(self._batches(), readers, reader, self.drop_last)
