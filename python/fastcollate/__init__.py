@@ -5,7 +5,7 @@ change. `__version__` is the package version; `build_profile` is "release" for a
 build (wheels, `pip install`) and "debug" for a development build, whose timings mean nothing.
 `LengthGroupedSampler`, `DistributedLengthGroupedSampler`, `BatchRebalanceSampler` (need
 torch), `Trainer`, `TrainingArguments` (need transformers) and `patch_trl`, `unpatch_trl`,
-`TRLPatch` (need TRL) are imported on first use.
+`TRLPatch` (need TRL) and `RayCollateFn` (needs Ray Data) are imported on first use.
 """
 
 from ._native import __version__, build_profile
@@ -54,6 +54,7 @@ __all__ = [
     "ArrowBatches",
     "ArrowBatch",
     "collate_arrow",
+    "RayCollateFn",
 ]
 
 # Names that need torch / transformers load on first use, so `import fastcollate` stays light:
@@ -68,6 +69,7 @@ _LAZY = {
     "patch_trl": (".trl.patch", "trl", ("torch", "trl")),
     "unpatch_trl": (".trl.patch", "trl", ("torch", "trl")),
     "TRLPatch": (".trl.patch", "trl", ("torch", "trl")),
+    "RayCollateFn": (".integrations.ray_data", "ray", ("ray.data",)),
 }
 
 
