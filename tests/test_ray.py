@@ -15,6 +15,7 @@ import json
 import os
 import warnings
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -43,7 +44,9 @@ FILES = 4
 def cluster():
     # The workers import fastcollate and this folder's helpers from where this process does.
     package_root = str(Path(fastcollate.__file__).resolve().parent.parent)
-    path = os.pathsep.join([package_root, str(TESTS), os.environ.get("PYTHONPATH", "")])
+    path = os.pathsep.join(
+        p for p in [package_root, str(TESTS), os.environ.get("PYTHONPATH", "")] if p
+    )
     ray.init(
         num_cpus=2,
         include_dashboard=False,
@@ -126,6 +129,20 @@ def test_ray_collate_fn_takes_arrow_batches(cluster, parquet_dir, bert_tokenizer
             reference_rows(dataset, [row["row"] for row in rows])
         )
         assert_same_batch(batch, dict(expected))
+
+
+def test_ray_collate_fn_from_several_threads_at_once(parquet_dir, bert_tokenizer):
+    """Ray's prefetch threads call one collate_fn concurrently: each batch is still what one
+    thread gets."""
+    _, dataset = parquet_dir
+    table = dataset.with_format("arrow")[:].select(COLUMNS)
+    tables = [table.slice(start, 1 + start % 9) for start in range(0, ROWS - 9)]
+    collate = fastcollate.RayCollateFn(fastcollate.DataCollatorWithPadding(bert_tokenizer))
+    alone = [collate(t) for t in tables]
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(collate, tables * 4))
+    for index, batch in enumerate(together):
+        assert_same_batch(batch, alone[index % len(tables)])
 
 
 def test_ray_collate_fn_rejects_what_is_not_a_collator():

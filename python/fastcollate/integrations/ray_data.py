@@ -23,9 +23,13 @@ class RayCollateFn(ArrowBatchCollateFn):
     The output is what ``collator(batch.to_pylist())`` gives: with fastcollate's
     `DataCollatorWithPadding`, what transformers' `DataCollatorWithPadding` gives for those
     rows (keys, values, shapes, dtypes). `columns` keeps only those columns, in that order
-    (leave out text columns the model does not take). Ray calls a collate_fn from a
-    background thread; the collator is called with the batch only, so a collator that is
-    safe to call from one thread at a time is enough.
+    (leave out text columns the model does not take).
+
+    Ray calls the collate_fn from its prefetch threads, several at once when
+    ``prefetch_batches > 1``: the collator must allow that. fastcollate's
+    `DataCollatorWithPadding` keeps nothing between calls (its batches are the same as one
+    thread's); a collator that draws random numbers (masked language modelling) draws them in
+    whatever order the threads come.
 
     Ray moves a returned dict of CPU tensors to the device `iter_torch_batches` is given
     (the worker's device under Ray Train).
