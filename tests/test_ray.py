@@ -4,8 +4,10 @@
   gives, batch for batch, what transformers' DataCollatorWithPadding gives for the same rows,
   and every row once per epoch;
 - Ray Train: `TorchTrainer` with 2 CPU workers running fastcollate.Trainer gives the losses and
-  batches of the same run under torchrun (tests/multiprocess_train.py), and the workers' Ray
-  Data shards, collated by fastcollate, hold every row once per epoch between them.
+  batches of the same run under torchrun (tests/multiprocess_train.py); the workers' Ray Data
+  shards, collated by fastcollate, hold transformers' batches, every row once per epoch from
+  `streaming_split(equal=False)`, and all rows but Ray's remainder from Ray Train's own
+  (equal) split.
 
 Skipped without Ray (`pip install '.[dev]'` installs it). Deselect with `-m "not slow"`."""
 
