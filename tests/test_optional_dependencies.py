@@ -62,6 +62,7 @@ def test_padding_needs_only_numpy():
         (["torch", "transformers"], "fastcollate.patch_transformers()", "transformers"),
         (["torch"], "fastcollate.LengthGroupedSampler", "torch"),
         (["torch"], "fastcollate.DistributedLengthGroupedSampler", "torch"),
+        (["ray"], "fastcollate.RayCollateFn", "ray"),
     ],
 )
 def test_missing_extras_give_the_install_command(blocked, expression, extra):

@@ -5,8 +5,8 @@ change. `__version__` is the package version; `build_profile` is "release" for a
 build (wheels, `pip install`) and "debug" for a development build, whose timings mean nothing.
 `LengthGroupedSampler`, `DistributedLengthGroupedSampler`, `BatchRebalanceSampler`,
 `PackedStream`, `LengthGroupedStream` (need torch), `Trainer`, `Seq2SeqTrainer`,
-`TrainingArguments` (need transformers) and `patch_trl`, `unpatch_trl`,
-`TRLPatch` (need TRL) are imported on first use.
+`TrainingArguments` (need transformers), `patch_trl`, `unpatch_trl`, `TRLPatch` (need TRL)
+and `RayCollateFn` (needs Ray Data) are imported on first use.
 """
 
 from ._native import __version__, build_profile
@@ -57,6 +57,7 @@ __all__ = [
     "ArrowBatches",
     "ArrowBatch",
     "collate_arrow",
+    "RayCollateFn",
 ]
 
 # Names that need torch / transformers load on first use, so `import fastcollate` stays light:
@@ -73,6 +74,7 @@ _LAZY = {
     "patch_trl": (".trl.patch", "trl", ("torch", "trl")),
     "unpatch_trl": (".trl.patch", "trl", ("torch", "trl")),
     "TRLPatch": (".trl.patch", "trl", ("torch", "trl")),
+    "RayCollateFn": (".integrations.ray_data", "ray", ("ray.data",)),
 }
 
 
