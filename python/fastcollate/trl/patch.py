@@ -42,6 +42,10 @@ _TARGETS: dict[str, tuple[tuple[str, str], ...]] = {
     ),
 }
 
+# The Arrow path: the trainer classes a script imports from `trl` / `trl.trainer` after the
+# patch, subclasses of TRL's whose DataLoaders hand the collator ArrowBatch handles.
+_TARGETS["SFTTrainer"] = (("trl", "SFTTrainer"), ("trl.trainer", "SFTTrainer"))
+
 
 def _fastcollate_objects() -> dict[str, Any]:
     """fastcollate's object for each name in `_TARGETS`."""
@@ -53,6 +57,7 @@ def _fastcollate_objects() -> dict[str, Any]:
         DataCollatorForUnpairedPreference,
         RewardDataCollatorForPreference,
     )
+    from .trainers import SFTTrainer
 
     return {
         "DataCollatorForLanguageModeling": DataCollatorForLanguageModeling,
@@ -61,6 +66,7 @@ def _fastcollate_objects() -> dict[str, Any]:
         "DataCollatorForUnpairedPreference": DataCollatorForUnpairedPreference,
         "pad": pad,
         "pack_dataset": pack_dataset,
+        "SFTTrainer": SFTTrainer,
     }
 
 
@@ -80,8 +86,9 @@ def patch_trl() -> TRLPatch:
     """Makes TRL build fastcollate's objects where TRL's modules look them up (`_TARGETS`
     lists each place): `SFTTrainer`'s collator (`DataCollatorForLanguageModeling`), the DPO,
     reward and KTO collators, the `pad` helper the trainers call, and `pack_dataset`
-    (`SFTConfig(packing=True)`). Code that imported a name before the call keeps
-    the object it imported. Calling it again is harmless.
+    (`SFTConfig(packing=True)`), and `trl.SFTTrainer` / `trl.trainer.SFTTrainer`
+    (`fastcollate.trl.SFTTrainer`: batches collated straight from Arrow). Code that imported
+    a name before the call keeps the object it imported. Calling it again is harmless.
 
     Undo with `unpatch_trl()`, the returned handle's `undo()`, or
     `with fastcollate.patch_trl(): ...`."""
