@@ -44,12 +44,14 @@ _TARGETS: dict[str, tuple[tuple[str, str], ...]] = {
 
 # The Arrow path: the trainer classes a script imports from `trl` / `trl.trainer` after the
 # patch, subclasses of TRL's whose DataLoaders hand the collator ArrowBatch handles.
-_TARGETS["SFTTrainer"] = (("trl", "SFTTrainer"), ("trl.trainer", "SFTTrainer"))
+_TRAINERS = ("SFTTrainer", "DPOTrainer", "RewardTrainer", "KTOTrainer")
+_TARGETS.update({name: (("trl", name), ("trl.trainer", name)) for name in _TRAINERS})
 
 
 def _fastcollate_objects() -> dict[str, Any]:
     """fastcollate's object for each name in `_TARGETS`."""
     from ..sampling.pack_dataset import pack_dataset
+    from . import trainers
     from .language_modeling import DataCollatorForLanguageModeling
     from .padding import pad
     from .preference import (
@@ -57,7 +59,6 @@ def _fastcollate_objects() -> dict[str, Any]:
         DataCollatorForUnpairedPreference,
         RewardDataCollatorForPreference,
     )
-    from .trainers import SFTTrainer
 
     return {
         "DataCollatorForLanguageModeling": DataCollatorForLanguageModeling,
@@ -66,7 +67,7 @@ def _fastcollate_objects() -> dict[str, Any]:
         "DataCollatorForUnpairedPreference": DataCollatorForUnpairedPreference,
         "pad": pad,
         "pack_dataset": pack_dataset,
-        "SFTTrainer": SFTTrainer,
+        **{name: getattr(trainers, name) for name in _TRAINERS},
     }
 
 
@@ -86,9 +87,10 @@ def patch_trl() -> TRLPatch:
     """Makes TRL build fastcollate's objects where TRL's modules look them up (`_TARGETS`
     lists each place): `SFTTrainer`'s collator (`DataCollatorForLanguageModeling`), the DPO,
     reward and KTO collators, the `pad` helper the trainers call, and `pack_dataset`
-    (`SFTConfig(packing=True)`), and `trl.SFTTrainer` / `trl.trainer.SFTTrainer`
-    (`fastcollate.trl.SFTTrainer`: batches collated straight from Arrow). Code that imported
-    a name before the call keeps the object it imported. Calling it again is harmless.
+    (`SFTConfig(packing=True)`), and `SFTTrainer`, `DPOTrainer`, `RewardTrainer`, `KTOTrainer`
+    in `trl` / `trl.trainer` (`fastcollate.trl`'s: batches collated straight from Arrow).
+    Code that imported a name before the call keeps the object it imported. Calling it again
+    is harmless.
 
     Undo with `unpatch_trl()`, the returned handle's `undo()`, or
     `with fastcollate.patch_trl(): ...`."""
