@@ -184,6 +184,9 @@ class DataCollatorForPreference(TakesArrowBatches, _PtOnly, TRLPreferenceCollato
     keep_end with 0 keeps everything); a missing key or a non-integer id is a ValueError /
     TypeError naming the key and row. The vision collator (`DataCollatorForVisionPreference`) is
     not replaced.
+
+    Also takes an `ArrowBatch` (see `fastcollate.ArrowBatches`; `fastcollate.trl`'s trainers
+    hand it one), whose token columns are read without Python rows.
     """
 
     _batch_methods = ("__call__", "torch_call")
@@ -261,6 +264,9 @@ class RewardDataCollatorForPreference(TakesArrowBatches, _PtOnly, TRLRewardColla
     it float32); a pad id the first row's dtype cannot hold, a non-integer id or a missing key is
     a ValueError / TypeError naming the key and row, where TRL wraps values around or fails deep
     in torch.
+
+    Also takes an `ArrowBatch` (see `fastcollate.ArrowBatches`; `fastcollate.trl`'s trainers
+    hand it one), whose token columns are read without Python rows.
     """
 
     _batch_methods = ("__call__", "torch_call")
@@ -307,6 +313,9 @@ class DataCollatorForUnpairedPreference(TakesArrowBatches, _PtOnly, TRLUnpairedC
     the prompt element by element); `max_length` must be at least 1; a missing key or a
     non-integer id is a ValueError / TypeError naming the key and row. The vision collator is not
     replaced.
+
+    Also takes an `ArrowBatch` (see `fastcollate.ArrowBatches`; `fastcollate.trl`'s trainers
+    hand it one), whose token columns are read without Python rows.
     """
 
     _batch_methods = ("__call__", "torch_call")
