@@ -396,7 +396,8 @@ _TEXTS = [
 
 def _preference_trainer(model_path, tmp_path, kind: str, trainer_class):
     """A seeded tiny Llama under TRL's DPO trainer (text prompt / chosen / rejected, tokenized
-    by TRL) or reward trainer (tokenized chosen_ids / rejected_ids with a margin)."""
+    by TRL), KTO trainer (text prompt / completion / label) or reward trainer (tokenized
+    chosen_ids / rejected_ids with a margin)."""
     from transformers import LlamaForSequenceClassification
 
     torch.manual_seed(0)
@@ -433,6 +434,19 @@ def _preference_trainer(model_path, tmp_path, kind: str, trainer_class):
         args = trl.DPOConfig(max_length=16, **common)
         model = LlamaForCausalLM(config)
         extra = {"ref_model": copy.deepcopy(model)}
+    elif kind == "kto":
+        prompts, completions, labels = [], [], []
+        for index, (prompt, chosen, rejected) in enumerate(_TEXTS):
+            prompts.append(prompt)
+            completions.append(chosen if index % 2 else rejected)
+            labels.append(bool(index % 2))
+        dataset = datasets.Dataset.from_dict(
+            {"prompt": prompts, "completion": completions, "label": labels}
+        )
+        tokenizer.eos_token = "[SEP]"
+        args = trl.KTOConfig(max_length=16, **common)
+        model = LlamaForCausalLM(config)
+        extra = {"ref_model": copy.deepcopy(model)}
     else:
         ids = [tokenizer(p + " " + c)["input_ids"] for p, c, _ in _TEXTS]
         worse = [tokenizer(p + " " + r)["input_ids"] for p, _, r in _TEXTS]
@@ -448,13 +462,17 @@ def _preference_trainer(model_path, tmp_path, kind: str, trainer_class):
     )
 
 
-_NAMES = {"dpo": "DPOTrainer", "reward": "RewardTrainer"}
+_NAMES = {"dpo": "DPOTrainer", "reward": "RewardTrainer", "kto": "KTOTrainer"}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "kind, collator",
-    [("dpo", DataCollatorForPreference), ("reward", RewardDataCollatorForPreference)],
+    [
+        ("dpo", DataCollatorForPreference),
+        ("reward", RewardDataCollatorForPreference),
+        ("kto", DataCollatorForUnpairedPreference),
+    ],
 )
 def test_patched_preference_trainers_train_the_same_from_arrow(
     model_path, tmp_path, monkeypatch, kind, collator
