@@ -193,9 +193,9 @@ class DataCollatorForPreference(TakesArrowBatches, _PtOnly, TRLPreferenceCollato
 
     def torch_call(self, examples: Any) -> dict[str, Any]:
         if isinstance(examples, ArrowBatch):
-            output = _preference_from_arrow(self, examples)
-            if output is not None:
-                return output
+            from_arrow = _preference_from_arrow(self, examples)
+            if from_arrow is not None:
+                return from_arrow
             examples = examples.rows()
         rows = _rows(examples)
         pad_token_id, multiple, max_length = _options(self)
@@ -273,9 +273,9 @@ class RewardDataCollatorForPreference(TakesArrowBatches, _PtOnly, TRLRewardColla
 
     def torch_call(self, examples: Any) -> dict[str, Any]:
         if isinstance(examples, ArrowBatch):
-            output = _reward_from_arrow(self, examples)
-            if output is not None:
-                return output
+            from_arrow = _reward_from_arrow(self, examples)
+            if from_arrow is not None:
+                return from_arrow
             examples = examples.rows()
         rows = _rows(examples)
         pad_token_id, multiple, _ = _options(self)
@@ -322,9 +322,9 @@ class DataCollatorForUnpairedPreference(TakesArrowBatches, _PtOnly, TRLUnpairedC
 
     def torch_call(self, examples: Any) -> dict[str, Any]:
         if isinstance(examples, ArrowBatch):
-            output = _unpaired_from_arrow(self, examples)
-            if output is not None:
-                return output
+            from_arrow = _unpaired_from_arrow(self, examples)
+            if from_arrow is not None:
+                return from_arrow
             examples = examples.rows()
         rows = _rows(examples)
         pad_token_id, multiple, max_length = _options(self)

@@ -5,6 +5,7 @@ per sequence."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,9 @@ from ..collators.base import has_nulls
 _MASK = "\0mask:"
 
 
-def token_columns(batch: ArrowBatch, keys: list[str], scalars: list[str]) -> dict | None:
+def token_columns(
+    batch: ArrowBatch, keys: Sequence[str], scalars: Sequence[str]
+) -> dict | None:
     """`{key: (values, lengths)}` for each token column of `keys` (int64, right-padded with 0,
     and each row's length) and `{key: list}` (Python numbers, as `datasets` gives them) for each
     of `scalars`. None where the row path must decide, giving the same output or its own error:
@@ -34,7 +37,7 @@ def token_columns(batch: ArrowBatch, keys: list[str], scalars: list[str]) -> dic
         value_type = getattr(schema.field(key).type, "value_type", None)
         if value_type is None or not pa.types.is_integer(value_type):
             return None
-    groups = [(key, 0, "longest", None, None, False, [], _MASK + key) for key in keys]
+    groups: list[tuple] = [(key, 0, "longest", None, None, False, [], _MASK + key) for key in keys]
     try:
         native = batch.collate(
             groups, float32=False, dtypes=dict.fromkeys(keys, "int64"), keys=[*keys, *scalars]
