@@ -15,8 +15,7 @@ from transformers.trainer_utils import has_length
 
 from .._internal.datasets import is_datasets_dataset
 from .._internal.patching import original
-from ..arrow import ArrowBatches, accepts_arrow_batches
-from ..arrow.columns import python_format, readable_columns, visible_columns
+from ..arrow.trainer_datasets import unwrap, wrap_for_trainer
 from ..collators import DataCollatorWithFlattening, DataCollatorWithPadding, default_data_collator
 from ..sampling.lengths import sequence_lengths
 from ..sampling.samplers import LengthGroupedSampler
@@ -47,25 +46,6 @@ def default_collator(processing_class: Any) -> Any:
             processing_class
         )
     return default_data_collator
-
-
-def wrap_for_trainer(dataset: Any, data_collator: Any) -> Any:
-    """The dataset a Trainer should hand its DataLoader: `ArrowBatches(dataset)` when the
-    collator takes Arrow batches and every column a row holds can be read from Arrow (so the
-    batches are exactly those of the row path), else `dataset` unchanged."""
-    if not (is_datasets_dataset(dataset) and python_format(dataset)):
-        return dataset
-    if not accepts_arrow_batches(data_collator):
-        return dataset
-    visible = visible_columns(dataset)
-    if not visible or readable_columns(dataset) != visible:
-        return dataset
-    return ArrowBatches(dataset, visible)
-
-
-def unwrap(dataset: Any) -> Any:
-    """The datasets.Dataset inside an ArrowBatches (for samplers that read lengths from it)."""
-    return dataset.dataset if isinstance(dataset, ArrowBatches) else dataset
 
 
 def pins_in_collator(args: Any, data_collator: Any, cuda_available: bool) -> bool:

@@ -5,7 +5,9 @@ row (`padding_free=True`), with pre-packed rows' `seq_lengths` honoured. It subc
 class, so TRL's own `isinstance` checks see it. `pack_dataset` is TRL's `pack_dataset` (the
 same packed dataset), decided in Rust from the Arrow offsets. `prepare_tokenized_sft_dataset`
 is what `SFTTrainer` does to a tokenized dataset (labels from the masks, truncation, filtering,
-packing) as column operations over the Arrow buffers. Needs
+packing) as column operations over the Arrow buffers. `SFTTrainer`, `DPOTrainer`,
+`RewardTrainer` and `KTOTrainer` are TRL's trainers with their DataLoaders reading batches
+straight from Arrow (`patch_trl()` puts them in `trl`). Needs
 `pip install 'fastcollate[trl]'`.
 
 The preference collators: DPO's `DataCollatorForPreference`, the reward trainer's class of the
@@ -27,6 +29,7 @@ from .preference import (  # noqa: E402
     RewardDataCollatorForPreference,
 )
 from .sft_preparation import prepare_tokenized_sft_dataset  # noqa: E402
+from .trainers import DPOTrainer, KTOTrainer, RewardTrainer, SFTTrainer  # noqa: E402
 
 __all__ = [
     "DataCollatorForLanguageModeling",
@@ -37,6 +40,10 @@ __all__ = [
     "pad_with_mask",
     "pack_dataset",
     "prepare_tokenized_sft_dataset",
+    "SFTTrainer",
+    "DPOTrainer",
+    "RewardTrainer",
+    "KTOTrainer",
     "patch_trl",
     "unpatch_trl",
     "TRLPatch",

@@ -44,10 +44,16 @@ _TARGETS: dict[str, tuple[tuple[str, str], ...]] = {
     "prepare_sft_trainer_dataset": (("trl.trainer.sft_trainer", "SFTTrainer._prepare_dataset"),),
 }
 
+# The Arrow path: the trainer classes a script imports from `trl` / `trl.trainer` after the
+# patch, subclasses of TRL's whose DataLoaders hand the collator ArrowBatch handles.
+_TRAINERS = ("SFTTrainer", "DPOTrainer", "RewardTrainer", "KTOTrainer")
+_TARGETS.update({name: (("trl", name), ("trl.trainer", name)) for name in _TRAINERS})
+
 
 def _fastcollate_objects() -> dict[str, Any]:
     """fastcollate's object for each name in `_TARGETS`."""
     from ..sampling.pack_dataset import pack_dataset
+    from . import trainers
     from .language_modeling import DataCollatorForLanguageModeling
     from .padding import pad
     from .preference import (
@@ -65,6 +71,7 @@ def _fastcollate_objects() -> dict[str, Any]:
         "pad": pad,
         "pack_dataset": pack_dataset,
         "prepare_sft_trainer_dataset": prepare_sft_trainer_dataset,
+        **{name: getattr(trainers, name) for name in _TRAINERS},
     }
 
 
@@ -84,10 +91,12 @@ def patch_trl() -> TRLPatch:
     """Makes TRL build fastcollate's objects where TRL's modules look them up (`_TARGETS`
     lists each place): `SFTTrainer`'s collator (`DataCollatorForLanguageModeling`), the DPO,
     reward and KTO collators, the `pad` helper the trainers call, `pack_dataset`
-    (`SFTConfig(packing=True)`), and `SFTTrainer._prepare_dataset`, whose steps after
-    tokenizing (labels, truncation, filtering, packing, shuffling) become
-    `prepare_tokenized_sft_dataset` for a `datasets.Dataset`. Code that imported a name before
-    the call keeps the object it imported. Calling it again is harmless.
+    (`SFTConfig(packing=True)`), `SFTTrainer._prepare_dataset`, whose steps after tokenizing
+    (labels, truncation, filtering, packing, shuffling) become `prepare_tokenized_sft_dataset`
+    for a `datasets.Dataset`, and `SFTTrainer`, `DPOTrainer`, `RewardTrainer`, `KTOTrainer` in
+    `trl` / `trl.trainer` (`fastcollate.trl`'s: batches collated straight from Arrow). Code
+    that imported a name before the call keeps the object it imported. Calling it again is
+    harmless.
 
     Undo with `unpatch_trl()`, the returned handle's `undo()`, or
     `with fastcollate.patch_trl(): ...`."""

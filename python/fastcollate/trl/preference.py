@@ -18,9 +18,12 @@ from trl.trainer.dpo_trainer import DataCollatorForPreference as TRLPreferenceCo
 from trl.trainer.kto_trainer import DataCollatorForUnpairedPreference as TRLUnpairedCollator
 from trl.trainer.reward_trainer import DataCollatorForPreference as TRLRewardCollator
 
+from ..arrow import ArrowBatch
+from ..collators.base import TakesArrowBatches
 from ..collators.padding_options import MAX_SIZE, checked_int, checked_pad_id
 from .language_modeling import _row_dtype, _tensor
 from .padding import padded_columns, padded_ids
+from .preference_arrow import joined, padded_together, token_columns
 
 _TRUNCATION_MODES = ("keep_start", "keep_end")
 
@@ -146,6 +149,15 @@ def _prompt_and_completion(
     return sequences, prompt_lengths
 
 
+def _keeps_end(collator: Any) -> bool:
+    if collator.truncation_mode not in _TRUNCATION_MODES:
+        raise ValueError(
+            f"Unsupported truncation mode: {collator.truncation_mode!r}; expected 'keep_start' "
+            "or 'keep_end'"
+        )
+    return collator.truncation_mode == "keep_end"
+
+
 def _completion_mask(attention_mask: np.ndarray, completion_starts: np.ndarray) -> np.ndarray:
     """1 from each row's completion start to the end of its tokens (read from the mask)."""
     completion = attention_mask.copy()
@@ -155,7 +167,7 @@ def _completion_mask(attention_mask: np.ndarray, completion_starts: np.ndarray) 
     return completion
 
 
-class DataCollatorForPreference(_PtOnly, TRLPreferenceCollator):
+class DataCollatorForPreference(TakesArrowBatches, _PtOnly, TRLPreferenceCollator):
     """Same arguments and output as `trl.trainer.dpo_trainer.DataCollatorForPreference` (TRL
     1.16), DPO's collator: `pad_token_id`, `max_length`, `truncation_mode` ("keep_start" or
     "keep_end"), `pad_to_multiple_of`, `return_tensors` ("pt" only, as in TRL).
@@ -172,17 +184,22 @@ class DataCollatorForPreference(_PtOnly, TRLPreferenceCollator):
     keep_end with 0 keeps everything); a missing key or a non-integer id is a ValueError /
     TypeError naming the key and row. The vision collator (`DataCollatorForVisionPreference`) is
     not replaced.
+
+    Also takes an `ArrowBatch` (see `fastcollate.ArrowBatches`; `fastcollate.trl`'s trainers
+    hand it one), whose token columns are read without Python rows.
     """
 
+    _batch_methods = ("__call__", "torch_call")
+
     def torch_call(self, examples: Any) -> dict[str, Any]:
+        if isinstance(examples, ArrowBatch):
+            from_arrow = _preference_from_arrow(self, examples)
+            if from_arrow is not None:
+                return from_arrow
+            examples = examples.rows()
         rows = _rows(examples)
         pad_token_id, multiple, max_length = _options(self)
-        if self.truncation_mode not in _TRUNCATION_MODES:
-            raise ValueError(
-                f"Unsupported truncation mode: {self.truncation_mode!r}; expected 'keep_start' "
-                "or 'keep_end'"
-            )
-        keep_end = self.truncation_mode == "keep_end"
+        keep_end = _keeps_end(self)
         prompts = _token_lists(rows, "prompt_ids")
         chosen = _token_lists(rows, "chosen_ids")
         rejected = _token_lists(rows, "rejected_ids")
@@ -233,7 +250,7 @@ def _padded_pairs(
     return padded_ids(first + second, pad_token_id, multiple, False, where)
 
 
-class RewardDataCollatorForPreference(_PtOnly, TRLRewardCollator):
+class RewardDataCollatorForPreference(TakesArrowBatches, _PtOnly, TRLRewardCollator):
     """Same arguments and output as `trl.trainer.reward_trainer.DataCollatorForPreference` (TRL
     1.16), the reward trainer's collator — a different class from DPO's of the same name, hence
     the name here: `pad_token_id`, `pad_to_multiple_of`, `return_tensors` ("pt" only).
@@ -247,9 +264,19 @@ class RewardDataCollatorForPreference(_PtOnly, TRLRewardCollator):
     it float32); a pad id the first row's dtype cannot hold, a non-integer id or a missing key is
     a ValueError / TypeError naming the key and row, where TRL wraps values around or fails deep
     in torch.
+
+    Also takes an `ArrowBatch` (see `fastcollate.ArrowBatches`; `fastcollate.trl`'s trainers
+    hand it one), whose token columns are read without Python rows.
     """
 
+    _batch_methods = ("__call__", "torch_call")
+
     def torch_call(self, examples: Any) -> dict[str, Any]:
+        if isinstance(examples, ArrowBatch):
+            from_arrow = _reward_from_arrow(self, examples)
+            if from_arrow is not None:
+                return from_arrow
+            examples = examples.rows()
         rows = _rows(examples)
         pad_token_id, multiple, _ = _options(self)
         chosen = _column(rows, "chosen_ids")
@@ -271,7 +298,7 @@ class RewardDataCollatorForPreference(_PtOnly, TRLRewardCollator):
         return output
 
 
-class DataCollatorForUnpairedPreference(_PtOnly, TRLUnpairedCollator):
+class DataCollatorForUnpairedPreference(TakesArrowBatches, _PtOnly, TRLUnpairedCollator):
     """Same arguments and output as `trl.trainer.kto_trainer.DataCollatorForUnpairedPreference`
     (TRL 1.16), KTO's collator: `pad_token_id`, `max_length` (keeps the start),
     `pad_to_multiple_of`, `return_tensors` ("pt" only).
@@ -286,9 +313,19 @@ class DataCollatorForUnpairedPreference(_PtOnly, TRLUnpairedCollator):
     the prompt element by element); `max_length` must be at least 1; a missing key or a
     non-integer id is a ValueError / TypeError naming the key and row. The vision collator is not
     replaced.
+
+    Also takes an `ArrowBatch` (see `fastcollate.ArrowBatches`; `fastcollate.trl`'s trainers
+    hand it one), whose token columns are read without Python rows.
     """
 
+    _batch_methods = ("__call__", "torch_call")
+
     def torch_call(self, examples: Any) -> dict[str, Any]:
+        if isinstance(examples, ArrowBatch):
+            from_arrow = _unpaired_from_arrow(self, examples)
+            if from_arrow is not None:
+                return from_arrow
+            examples = examples.rows()
         rows = _rows(examples)
         pad_token_id, multiple, max_length = _options(self)
         prompts = _token_lists(rows, "prompt_ids")
@@ -329,3 +366,76 @@ class DataCollatorForUnpairedPreference(_PtOnly, TRLUnpairedCollator):
                 output[key] = _scalars(rows, key)
         output["label"] = _scalars(rows, "label")
         return output
+
+
+# --- the same batches read from Arrow (see preference_arrow); None: the rows decide ------------
+
+
+def _preference_from_arrow(collator: Any, batch: ArrowBatch) -> dict[str, Any] | None:
+    pad_token_id, multiple, max_length = _options(collator)
+    keep_end = _keeps_end(collator)
+    scalars = [k for k in ("ref_chosen_logps", "ref_rejected_logps") if k in batch.columns]
+    found = token_columns(batch, ["prompt_ids", "chosen_ids", "rejected_ids"], scalars)
+    if found is None:
+        return None
+    parts, starts = [], []
+    for key in ("chosen_ids", "rejected_ids"):
+        values, lengths, completion_starts = joined(
+            found["prompt_ids"], found[key], max_length, keep_end
+        )
+        parts.append((values, lengths))
+        starts.append(completion_starts)
+    input_ids, attention_mask = padded_together(parts, pad_token_id, multiple)
+    output = {
+        "input_ids": torch.from_numpy(input_ids),
+        "attention_mask": torch.from_numpy(attention_mask),
+        "completion_mask": torch.from_numpy(
+            _completion_mask(attention_mask, np.concatenate(starts))
+        ),
+    }
+    for key in scalars:
+        output[key] = torch.tensor(found[key])
+    return output
+
+
+def _reward_from_arrow(collator: Any, batch: ArrowBatch) -> dict[str, Any] | None:
+    pad_token_id, multiple, _ = _options(collator)
+    scalars = ["margin"] if "margin" in batch.columns else []
+    found = token_columns(batch, ["chosen_ids", "rejected_ids"], scalars)
+    if found is None:
+        return None
+    input_ids, attention_mask = padded_together(
+        [found["chosen_ids"], found["rejected_ids"]], pad_token_id, multiple
+    )
+    output = {
+        "input_ids": torch.from_numpy(input_ids),
+        "attention_mask": torch.from_numpy(attention_mask),
+    }
+    if scalars:
+        output["margin"] = torch.tensor(found["margin"], dtype=torch.float)
+    return output
+
+
+def _unpaired_from_arrow(collator: Any, batch: ArrowBatch) -> dict[str, Any] | None:
+    pad_token_id, multiple, max_length = _options(collator)
+    sets = [
+        (prefix, key)
+        for prefix, key in (("", "completion_ids"), ("KL_", "KL_completion_ids"))
+        if key in batch.columns
+    ]
+    scalars = [k for k in ("ref_logps", "ref_KL_logps") if k in batch.columns] + ["label"]
+    found = token_columns(batch, ["prompt_ids", *(key for _, key in sets)], scalars)
+    if found is None:
+        return None
+    output: dict[str, Any] = {}
+    for prefix, key in sets:
+        values, lengths, starts = joined(found["prompt_ids"], found[key], max_length, False)
+        input_ids, attention_mask = padded_together([(values, lengths)], pad_token_id, multiple)
+        output[f"{prefix}input_ids"] = torch.from_numpy(input_ids)
+        output[f"{prefix}attention_mask"] = torch.from_numpy(attention_mask)
+        output[f"{prefix}completion_mask"] = torch.from_numpy(
+            _completion_mask(attention_mask, starts)
+        )
+    for key in scalars:
+        output[key] = torch.tensor(found[key])
+    return output
