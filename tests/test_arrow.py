@@ -25,7 +25,7 @@ from torch.utils.data import DataLoader
 import fastcollate
 from compare import assert_same_batch, assert_same_value, has_object_array
 from fastcollate import ArrowBatch, ArrowBatches
-from fastcollate.integrations.trainer import unwrap, wrap_for_trainer
+from fastcollate.arrow.trainer_datasets import unwrap, wrap_for_trainer
 
 datasets.disable_progress_bars()
 

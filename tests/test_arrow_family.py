@@ -27,7 +27,7 @@ import fastcollate
 from compare import assert_same_batch, has_object_array
 from fastcollate import ArrowBatch, ArrowBatches
 from fastcollate.arrow import accepts_arrow_batches
-from fastcollate.integrations.trainer import wrap_for_trainer
+from fastcollate.arrow.trainer_datasets import wrap_for_trainer
 
 datasets.disable_progress_bars()
 

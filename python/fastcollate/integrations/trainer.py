@@ -15,7 +15,7 @@ from transformers.trainer_utils import has_length
 
 from .._internal.datasets import is_datasets_dataset
 from .._internal.patching import original
-from ..arrow.trainer_datasets import unwrap, wrap_for_trainer
+from ..arrow.trainer_datasets import ArrowDataLoaderMixin, unwrap
 from ..collators import DataCollatorWithFlattening, DataCollatorWithPadding, default_data_collator
 from ..sampling.lengths import sequence_lengths
 from ..sampling.samplers import LengthGroupedSampler
@@ -81,10 +81,11 @@ class CollatorEpochs(transformers.TrainerCallback):
             set_epoch(math.floor((state.epoch or 0) + 1e-6))
 
 
-class ArrowTrainerMixin:
+class ArrowTrainerMixin(ArrowDataLoaderMixin):
     """fastcollate's overrides of transformers' Trainer, for `transformers.Trainer` and its
     subclasses (`class X(ArrowTrainerMixin, transformers.Seq2SeqTrainer)`): fastcollate's
-    default collators, batches read straight from Arrow, lengths read from Arrow and grouped
+    default collators, batches read straight from Arrow (`ArrowDataLoaderMixin`, which TRL's
+    trainers in `fastcollate.trl` use too), lengths read from Arrow and grouped
     in Rust, packed and length-grouped streams, and the collator's `set_epoch` at each epoch."""
 
     def __init__(self, *args: Any, **kwargs: Any):
@@ -117,12 +118,6 @@ class ArrowTrainerMixin:
         if message is not None and (training, message) not in self._streams_warned:
             self._streams_warned.add((training, message))
             warnings.warn(message, UserWarning, stacklevel=3)
-
-    def _remove_unused_columns(self, dataset: Any, description: Any = None) -> Any:
-        # After transformers drops the columns the model does not take, a datasets.Dataset whose
-        # columns all read from Arrow is collated straight from its buffers (same batches).
-        dataset = super()._remove_unused_columns(dataset, description=description)
-        return wrap_for_trainer(dataset, self.data_collator)
 
     def _get_dataloader(self, dataset: Any, *args: Any, **kwargs: Any) -> Any:
         # Every train / eval / test DataLoader goes through here, datasets set after __init__ too.
