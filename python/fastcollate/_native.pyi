@@ -20,6 +20,7 @@ __all__ = [
     "pack_dataset_wrapped",
     "pack_epoch",
     "pack_stream_buffer",
+    "pad_prompt_completion",
     "rebalance_epoch",
 ]
 __version__: str
@@ -79,6 +80,18 @@ def compare_exchange(
     current: int,
     new: int,
 ) -> int: ...  # the value cells[index] held: equal to current exactly when new was stored
+
+def pad_prompt_completion(
+    features: Sequence[Mapping[str, Any]],
+    prompt_key: str,
+    completion_keys: Sequence[str],
+    *,
+    together: bool,  # one padded set for all completion keys (rows in key order), else one each
+    pad_id: int,
+    multiple: int | None,
+    max_length: int | None,  # each joined sequence cut to this many tokens
+    keep_end: bool,  # keep the last max_length tokens, not the first
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]: ...  # int64 ids, attention, completion mask
 
 def flatten_batch(
     features: Sequence[Mapping[str, Any]],

@@ -13,6 +13,7 @@ mod gather;
 mod grouping;
 mod in_place;
 mod ints;
+mod joined;
 mod masking;
 mod pack_dataset;
 mod pad;
@@ -34,6 +35,8 @@ mod _native {
     use super::flatten::flatten_batch;
     #[pymodule_export]
     use super::grouping::group_by_length;
+    #[pymodule_export]
+    use super::joined::pad_prompt_completion;
     #[pymodule_export]
     use super::masking::{compare_exchange, mask_tokens};
     #[pymodule_export]
