@@ -4,8 +4,9 @@ One native call reads `input_ids`, `labels` (when the rows have them) and, for p
 `seq_lengths`, padded right into int64 buffers with an attention mask; the rest (default
 labels, position ids, the padding-free row and its sequence boundaries) is a few numpy passes
 over those buffers, handed to torch without a copy. The usual padding-free batch (rows of one
-sequence each, no `pad_to_multiple_of`) skips the padding: `_native.flatten_batch` writes the
-one row, its position ids and boundaries directly.
+sequence each, or pre-packed rows; no `pad_to_multiple_of`) skips the padding:
+`_native.flatten_batch` writes the one row, its position ids and boundaries directly, reading
+pre-packed rows' `seq_lengths` in the same call.
 """
 
 from __future__ import annotations
@@ -74,13 +75,8 @@ class DataCollatorForLanguageModeling(TakesArrowBatches, TRLCollator):
             features
         )
         features, has_labels = _with_labels(features)
-        if (
-            padding_free
-            and not packed
-            and multiple is None
-            and not isinstance(features, ArrowBatch)
-        ):
-            return _flattened(features, has_labels)
+        if padding_free and multiple is None and not isinstance(features, ArrowBatch):
+            return _flattened(features, has_labels, packed)
 
         keys = ["input_ids", "labels"] if has_labels else ["input_ids"]
         followers = [("labels", -100, True)] if has_labels else []
@@ -145,9 +141,10 @@ class DataCollatorForLanguageModeling(TakesArrowBatches, TRLCollator):
         return batch
 
 
-def _flattened(features: Any, has_labels: bool) -> dict[str, Any]:
-    """The padding-free row of a batch whose rows hold one sequence each, written by the core:
-    -100 at every sequence start, position ids from 0; an empty row adds no sequence. Floats
+def _flattened(features: Any, has_labels: bool, packed: bool) -> dict[str, Any]:
+    """The padding-free row of a batch, written by the core: -100 at every sequence start,
+    position ids from 0; an empty row adds no sequence. A row holds one sequence, or (`packed`)
+    the ones its `seq_lengths` give, checked to be at least 1 and to add up to the row. Floats
     and all-bool rows are refused there (transformers' flattening collator truncates floats)."""
     flat = _native.flatten_batch(
         features,
@@ -159,6 +156,7 @@ def _flattened(features: Any, has_labels: bool) -> dict[str, Any]:
         cu_seq_lens=True,
         integers_only=True,
         skip_empty=True,
+        seq_lengths=packed,
     )
     ids_dtype = _batch_dtype(features, "input_ids", True)
     labels_dtype = _batch_dtype(features, "labels", True) if has_labels else ids_dtype
