@@ -16,6 +16,7 @@ __all__ = [
     "group_by_length",
     "mask_tokens",
     "pack_dataset_bfd",
+    "pack_dataset_fullest",
     "pack_dataset_gather",
     "pack_dataset_wrapped",
     "pack_epoch",
@@ -186,6 +187,12 @@ def pack_epoch(
 # values, piece lengths, pieces per packed row as offsets, values per packed row as offsets).
 def pack_dataset_bfd(
     lengths: np.ndarray, bounds: np.ndarray, seq_length: int, *, split: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]: ...
+
+# whole_dataset=True: all rows, each packed row filled with the longest remaining piece that
+# fits until none does; the same four arrays as pack_dataset_bfd.
+def pack_dataset_fullest(
+    lengths: np.ndarray, seq_length: int, *, split: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]: ...
 
 # TRL's "wrapped": the packed rows' offsets into the flattened values.

@@ -40,7 +40,9 @@ mod _native {
     #[pymodule_export]
     use super::masking::{compare_exchange, mask_tokens};
     #[pymodule_export]
-    use super::pack_dataset::{pack_dataset_bfd, pack_dataset_gather, pack_dataset_wrapped};
+    use super::pack_dataset::{
+        pack_dataset_bfd, pack_dataset_fullest, pack_dataset_gather, pack_dataset_wrapped,
+    };
     #[pymodule_export]
     use super::sampling::{pack_epoch, rebalance_epoch};
     #[pymodule_export]
