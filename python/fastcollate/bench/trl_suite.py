@@ -4,7 +4,8 @@ timed.
 
 - Collators, at each batch size: microseconds per batch of the call alone (rows read
   beforehand, except "SFT padded, Arrow", whose fastcollate figure includes reading the batch
-  from Arrow), best of `repeat` passes over `batches` batches, and TRL's time over ours.
+  from Arrow), best of `repeat` passes over `batches` batches (TRL's and ours taking turns),
+  and TRL's time over ours.
   SFT: `DataCollatorForLanguageModeling` padded, padding-free, on `pack_dataset(..., "bfd")`
   rows, and padded from Arrow; DPO (also `max_length=512, truncation_mode="keep_end"`), reward,
   KTO; GRPO's padding of generated token lists (`torch.tensor` per row, `ones_like` masks,
@@ -23,6 +24,7 @@ they are installed.
 from __future__ import annotations
 
 import functools
+import gc
 import platform
 import time
 import types
@@ -149,14 +151,18 @@ def _differs(ours: Any, theirs: Any, where: str) -> None:
         raise BenchError(f"{where}: fastcollate gives {ours!r}, TRL {theirs!r}")
 
 
-def _per_batch(collate: Callable, inputs: list, repeat: int) -> float:
-    """Best over `repeat` passes of the mean seconds per call."""
-    best = float("inf")
+def _per_batch(pairs: list[tuple[Callable, list]], repeat: int) -> list[float]:
+    """For each (collate, inputs): the best over `repeat` passes of the mean seconds per call.
+    The collators take turns pass by pass, so that a burst of load on the machine weighs on
+    all of them alike."""
+    best = [float("inf")] * len(pairs)
     for _ in range(repeat):
-        start = time.perf_counter()
-        for batch in inputs:
-            collate(batch)
-        best = min(best, (time.perf_counter() - start) / len(inputs))
+        for index, (collate, inputs) in enumerate(pairs):
+            gc.collect()  # no garbage from the other collator's pass is collected inside this
+            start = time.perf_counter()
+            for batch in inputs:
+                collate(batch)
+            best[index] = min(best[index], (time.perf_counter() - start) / len(inputs))
     return best
 
 
@@ -285,8 +291,9 @@ def run_collators(settings: TrlSettings, progress: Callable[[str], None]) -> lis
                     case.theirs(theirs_in[index]),
                     f"{case.name}, batch {batch_size}",
                 )
-            trl_s = _per_batch(case.theirs, theirs_in, settings.repeat)
-            ours_s = _per_batch(case.ours, ours_in, settings.repeat)
+            trl_s, ours_s = _per_batch(
+                [(case.theirs, theirs_in), (case.ours, ours_in)], settings.repeat
+            )
             result = TrlResult("collator", case.name, batch_size, trl_s, ours_s)
             progress(f"{case.name} at batch {batch_size}: {result.ratio:.0f}x")
             results.append(result)

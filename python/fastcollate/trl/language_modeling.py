@@ -99,7 +99,8 @@ class DataCollatorForLanguageModeling(TakesArrowBatches, TRLCollator):
         for key in keys:
             _check_integers(features, key, native[key])
         input_ids = native["input_ids"]
-        row_lengths = native[_TOKENS].sum(axis=1)
+        # Only padding-free rows and packed position ids need the lengths (a pass over the mask).
+        row_lengths = native[_TOKENS].sum(axis=1) if padding_free or packed else None
         sequence_lengths = _sequence_lengths(native, row_lengths) if packed else None
         # TRL's dtypes: padded, the first row's; padding-free, torch.cat's promotion over rows.
         # Arrow rows are Python lists (int64), the native output's dtype.
@@ -122,13 +123,13 @@ class DataCollatorForLanguageModeling(TakesArrowBatches, TRLCollator):
                 ids_dtype,
                 labels_dtype,
             )
-        mask = native[_TOKENS].astype(bool)
+        mask = native[_TOKENS].astype(bool) if not has_labels or self.return_position_ids else None
         labels = native["labels"] if has_labels else np.where(mask, input_ids, -100)
         batch = {
             "input_ids": _tensor(input_ids, ids_dtype, "input_ids"),
             "labels": _tensor(labels, labels_dtype, "labels"),
         }
-        if self.return_position_ids:
+        if mask is not None and self.return_position_ids:
             columns = np.arange(mask.shape[1], dtype=np.int64)
             if sequence_lengths is None:
                 positions = np.where(mask, columns, 0)
