@@ -263,6 +263,7 @@ def test_trl_cases_print_every_path_with_ratios_and_write_json(tmp_path, capsys)
     assert sections.count("collator") == 2 * len(names)
     assert sections.count("preparation") == 1
     assert sections.count("pack_dataset") == len(trl_suite.PACK_STRATEGIES) + 1
+    assert all(r["fastcollate_first_call_seconds"] > 0 for r in data["results"][-4:])
     for r in data["results"]:
         if r["trl_seconds"] is not None:
             assert r["speedup_vs_trl"] == pytest.approx(r["trl_seconds"] / r["fastcollate_seconds"])

@@ -103,7 +103,7 @@ class TrlResult:
     size: int  # rows per batch for a collator, rows of the dataset otherwise
     trl_seconds: float | None
     fastcollate_seconds: float
-    fill: tuple[float, float] | None = None  # pack_dataset: (TRL's, ours)
+    fill: tuple[float | None, float] | None = None  # pack_dataset: (TRL's, ours)
     # pack_dataset: fastcollate's first call on the dataset in this process, which pays for
     # memory touched for the first time (the best of `repeat` is reported as the time).
     first_seconds: float | None = None
@@ -123,6 +123,7 @@ class TrlResult:
             "fill": None
             if self.fill is None
             else {"trl": self.fill[0], "fastcollate": self.fill[1]},
+            "fastcollate_first_call_seconds": self.first_seconds,
         }
 
 
@@ -359,7 +360,7 @@ def run_packing(settings: TrlSettings, progress: Callable[[str], None]) -> list[
                         rows,
                         None,
                         ours_s,
-                        (float("nan"), ours_fill),
+                        (None, ours_fill),
                         first_s,
                     )
                 )
@@ -391,7 +392,7 @@ def run_packing(settings: TrlSettings, progress: Callable[[str], None]) -> list[
                 rows,
                 None,
                 ours_s,
-                (float("nan"), fill),
+                (None, fill),
                 first_s,
             )
         )
