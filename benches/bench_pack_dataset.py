@@ -22,44 +22,16 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
 
 import datasets  # noqa: E402
-import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import trl  # noqa: E402
 from trl.data_utils import pack_dataset as trl_pack_dataset  # noqa: E402
 
 import fastcollate  # noqa: E402
 from fastcollate.bench.timing import time_once  # noqa: E402
-from fastcollate.bench.workload import imdb_like_lengths  # noqa: E402
+from fastcollate.bench.trl_workload import filled_share, imdb_like_dataset  # noqa: E402
 from fastcollate.trl import pack_dataset  # noqa: E402
 
 STRATEGIES = ("bfd", "bfd_split", "wrapped")
-
-
-def imdb_like_dataset(rows: int, seed: int = 0) -> datasets.Dataset:
-    rng = np.random.default_rng(seed)
-    lengths = imdb_like_lengths(rng, rows)
-    offsets = np.zeros(rows + 1, dtype=np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    total = int(offsets[-1])
-    ids = pa.array(rng.integers(0, 30000, total, dtype=np.int32))
-    mask = pa.array(np.ones(total, dtype=np.int8))
-    table = pa.table(
-        {
-            "input_ids": pa.ListArray.from_arrays(pa.array(offsets), ids),
-            "attention_mask": pa.ListArray.from_arrays(pa.array(offsets), mask),
-        }
-    )
-    table = pa.Table.from_batches(table.to_batches(max_chunksize=1000))
-    # A fixed fingerprint: otherwise datasets hashes the whole table.
-    return datasets.Dataset(table, fingerprint=f"bench-pack-{rows}-{seed}")
-
-
-def fill(packed: datasets.Dataset, seq_length: int) -> float:
-    lengths = packed.data.column("input_ids")
-    tokens = sum(
-        int(chunk.offsets[-1].as_py() - chunk.offsets[0].as_py()) for chunk in lengths.chunks
-    )
-    return tokens / (len(packed) * seq_length)
 
 
 def same(ours: datasets.Dataset, theirs: datasets.Dataset) -> bool:
@@ -108,10 +80,11 @@ def main() -> None:
                 )
                 if not same(ours, theirs):
                     raise SystemExit(f"outputs differ: {rows} rows, {strategy}")
-            trl_fill = fill(theirs, args.seq_length) if theirs is not None else float("nan")
+            trl_fill = filled_share(theirs, args.seq_length) if theirs is not None else float("nan")
+            our_fill = filled_share(ours, args.seq_length)
             print(
                 f"{rows:>9} {strategy:>10} {trl_seconds:>8.2f} {best:>8.3f} "
-                f"{trl_seconds / best:>6.1f}x {trl_fill:>9.2%} {fill(ours, args.seq_length):>9.2%}"
+                f"{trl_seconds / best:>6.1f}x {trl_fill:>9.2%} {our_fill:>9.2%}"
             )
         if "bfd" in STRATEGIES:
             seconds, whole = time_once(
@@ -119,7 +92,7 @@ def main() -> None:
             )
             print(
                 f"{rows:>9} {'bfd whole':>10} {'':>8} {seconds:>8.3f} {'':>7} {'':>9} "
-                f"{fill(whole, args.seq_length):>9.2%}"
+                f"{filled_share(whole, args.seq_length):>9.2%}"
             )
 
 

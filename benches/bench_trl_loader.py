@@ -13,12 +13,12 @@ Cases:
 
 - sft padded / padding-free / packed: `SFTTrainer` on a tokenized prompt-completion dataset
   (`input_ids`, `completion_mask`; lognormal lengths around 400 tokens, capped at 2048, from
-  `bench_trl.tokenized_prompt_completion`): labels from the mask, truncated to 1024 (padded),
-  or packed to 2048 (bfd)
+  `fastcollate.bench.trl_workload.tokenized_prompt_completion`): labels from the mask,
+  truncated to 1024 (padded), or packed to 2048 (bfd)
 - dpo: `DPOTrainer` on text prompt / chosen / rejected (random words, lognormal around 150 /
   250 / 250 words), tokenized by TRL, max_length 1024
 - reward: `RewardTrainer` on tokenized `chosen_ids`, `rejected_ids`, `margin` (lognormal around
-  250 tokens, from `bench_trl.preference_dataset`)
+  250 tokens, from `fastcollate.bench.trl_workload.preference_dataset`)
 
 A step is what the training loop waits for: the next batch from `trainer.get_train_dataloader()`
 (sampler, row fetch, collate, accelerate's wrapper; `dataloader_num_workers=0`, CPU). Each
@@ -49,7 +49,6 @@ import datasets  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import trl  # noqa: E402
-from bench_trl import preference_dataset, tokenized_prompt_completion  # noqa: E402
 from transformers import (  # noqa: E402
     AutoTokenizer,
     LlamaConfig,
@@ -59,6 +58,7 @@ from transformers import (  # noqa: E402
 
 import fastcollate  # noqa: E402
 import fastcollate.trl  # noqa: E402
+from fastcollate.bench.trl_workload import preference_dataset, tokenized_prompt_completion  # noqa: E402
 
 # case -> (TRL trainer name, config options)
 CASES = {

@@ -214,3 +214,98 @@ def test_benches_script_takes_the_same_options(capsys, nothing_runs):
         cli.bench_main(["--help"], prog="benches/bench_collate.py")
     assert exit_info.value.code == 0
     assert "usage: benches/bench_collate.py" in capsys.readouterr().out
+
+
+# `--cases trl`: TRL's collators, dataset preparation and pack_dataset.
+
+
+def test_trl_cases_print_every_path_with_ratios_and_write_json(tmp_path, capsys):
+    pytest.importorskip("trl")
+    from fastcollate.bench import trl_suite
+
+    figures = tmp_path / "trl.json"
+    code = entry.main(
+        ["bench", "--cases", "trl", "--quick", "--batch-sizes", "4,8", "--repeat", "1"]
+        + ["--json", str(figures)]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert out.count("trl 1.") == 1 and "fastcollate 0." in out
+    collator_rows = {}
+    for line in out.splitlines():
+        cells = line.rsplit(maxsplit=4)
+        if len(cells) == 5 and cells[-1].endswith("x") and cells[1] in ("4", "8"):
+            collator_rows[(cells[0], int(cells[1]))] = float(cells[-1][:-1])
+    names = [
+        "SFT padded",
+        "SFT padding-free",
+        "SFT packed (bfd)",
+        "SFT padded, Arrow",
+        "DPO",
+        "DPO 512 keep_end",
+        "reward",
+        "KTO",
+        "GRPO pad x4",
+        "pad (1-d tensors)",
+    ]
+    assert set(collator_rows) == {(name, size) for name in names for size in (4, 8)}
+    assert all(ratio > 0 for ratio in collator_rows.values())
+    assert "labels + truncate" in out
+    for strategy in trl_suite.PACK_STRATEGIES:
+        assert any(line.split()[:1] == [strategy] for line in out.splitlines()), strategy
+    whole = [line for line in out.splitlines() if line.startswith("bfd, whole_dataset")]
+    assert len(whole) == 1 and whole[0].split()[-2].endswith("%")
+
+    data = json.loads(figures.read_text())
+    assert data["environment"]["build_profile"] == "release"
+    assert data["arguments"]["batch_sizes"] == [4, 8] and data["arguments"]["repeat"] == 1
+    sections = [r["section"] for r in data["results"]]
+    assert sections.count("collator") == 2 * len(names)
+    assert sections.count("preparation") == 1
+    assert sections.count("pack_dataset") == len(trl_suite.PACK_STRATEGIES) + 1
+    assert all(r["fastcollate_first_call_seconds"] > 0 for r in data["results"][-4:])
+    for r in data["results"]:
+        if r["trl_seconds"] is not None:
+            assert r["speedup_vs_trl"] == pytest.approx(r["trl_seconds"] / r["fastcollate_seconds"])
+
+
+def test_trl_cases_check_outputs_before_timing():
+    pytest.importorskip("trl")
+    import torch
+
+    from fastcollate.bench.errors import BenchError
+    from fastcollate.bench.trl_suite import _differs
+
+    same = {"input_ids": torch.tensor([[1, 2]]), "max_length_q": 2}
+    _differs(dict(same), same, "case")
+    for ours in (
+        {"input_ids": torch.tensor([[1, 2]], dtype=torch.int32), "max_length_q": 2},
+        {"input_ids": torch.tensor([[1, 3]]), "max_length_q": 2},
+        {"input_ids": torch.tensor([[1, 2]]), "max_length_q": 3},
+        {"max_length_q": 2, "input_ids": torch.tensor([[1, 2]])},
+    ):
+        with pytest.raises(BenchError, match="case"):
+            _differs(ours, same, "case")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--cases", "trl", "--formats", "lists"], "--formats: not with --cases trl"),
+        (["--cases", "trl", "--plot", "x.png"], "--plot: not with --cases trl"),
+        (["--cases", "trl,WithPadding"], "unknown case(s) trl"),
+        (["--sampling", "--cases", "trl"], "--cases: only without --sampling"),
+    ],
+)
+def test_trl_cases_refuse_options_they_do_not_read(args, message, capsys, nothing_runs):
+    with pytest.raises(SystemExit) as exit_info:
+        entry.main(["bench", *args])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_trl_cases_without_trl_give_the_install_command(monkeypatch, capsys, nothing_runs):
+    monkeypatch.setitem(sys.modules, "trl", None)  # makes `import trl` fail
+    assert entry.main(["bench", "--cases", "trl", "--quick"]) == 1
+    err = capsys.readouterr().err
+    assert "--cases trl` needs trl" in err and "pip install 'fastcollate[trl]'" in err

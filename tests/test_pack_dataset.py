@@ -229,6 +229,39 @@ def test_dataset_dict_and_iterable():
         assert list(ours) == list(theirs)
 
 
+@pytest.mark.parametrize("strategy", ["bfd", "bfd_split"])
+def test_whole_dataset_fills_imdb_like_rows_past_99_9_percent(strategy):
+    from fastcollate.bench.trl_workload import filled_share, imdb_like_dataset
+
+    dataset = imdb_like_dataset(50_000)
+    whole = pack_dataset(dataset, 2048, strategy, whole_dataset=True)
+    per_batch = pack_dataset(dataset, 2048, strategy)
+    assert filled_share(whole, 2048) >= 0.999 > filled_share(per_batch, 2048)
+    # Every token once: the same multiset of sequences, each row within seq_length.
+    assert sorted(np.concatenate(whole["seq_lengths"]).tolist()) == sorted(
+        np.concatenate(per_batch["seq_lengths"]).tolist()
+    )
+    assert max(map(len, whole["input_ids"])) <= 2048
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    lengths=st.lists(st.integers(0, 40), min_size=1, max_size=60),
+    seq_length=st.integers(1, 50),
+    strategy=st.sampled_from(["bfd", "bfd_split"]),
+)
+def test_whole_dataset_places_every_value_once_within_seq_length(lengths, seq_length, strategy):
+    values = [list(range(1000 * row, 1000 * row + n)) for row, n in enumerate(lengths)]
+    dataset = datasets.Dataset.from_dict({"input_ids": values})
+    whole = pack_dataset(dataset, seq_length, strategy, whole_dataset=True)
+    rows = whole["input_ids"]
+    assert all(0 < len(row) <= seq_length for row in rows)
+    kept = [v[:seq_length] for v in values] if strategy == "bfd" else values
+    assert sorted(x for row in rows for x in row) == sorted(x for v in kept for x in v)
+    for row, pieces in zip(rows, whole["seq_lengths"], strict=True):
+        assert sum(pieces) == len(row)
+
+
 def test_whole_dataset_packs_fuller():
     dataset = lengths_dataset(20000, seed=3)
     per_batch = pack_dataset(dataset, 2048, "bfd")

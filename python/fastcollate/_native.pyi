@@ -17,10 +17,12 @@ __all__ = [
     "group_stream_buffer",
     "mask_tokens",
     "pack_dataset_bfd",
+    "pack_dataset_fullest",
     "pack_dataset_gather",
     "pack_dataset_wrapped",
     "pack_epoch",
     "pack_stream_buffer",
+    "pad_prompt_completion",
     "rebalance_epoch",
 ]
 __version__: str
@@ -81,6 +83,18 @@ def compare_exchange(
     new: int,
 ) -> int: ...  # the value cells[index] held: equal to current exactly when new was stored
 
+def pad_prompt_completion(
+    features: Sequence[Mapping[str, Any]],
+    prompt_key: str,
+    completion_keys: Sequence[str],
+    *,
+    together: bool,  # one padded set for all completion keys (rows in key order), else one each
+    pad_id: int,
+    multiple: int | None,
+    max_length: int | None,  # each joined sequence cut to this many tokens
+    keep_end: bool,  # keep the last max_length tokens, not the first
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]: ...  # int64 ids, attention, completion mask
+
 def flatten_batch(
     features: Sequence[Mapping[str, Any]],
     *,
@@ -92,6 +106,7 @@ def flatten_batch(
     cu_seq_lens: bool,
     integers_only: bool = False,  # a float or all-bool row is a TypeError naming it (TRL)
     skip_empty: bool = False,  # empty rows add no sequence instead of raising (TRL)
+    seq_lengths: bool = False,  # rows hold the sequences their "seq_lengths" give (pre-packed)
 ) -> dict[str, Any]: ...  # input_ids, labels, [position_ids], [seq_idx], [cu_seq_lens, max_length]
 
 # One Arrow array of a column: (rows, offsets (int32/int64, rows + 1) or None for one value per
@@ -186,6 +201,12 @@ def pack_epoch(
 # values, piece lengths, pieces per packed row as offsets, values per packed row as offsets).
 def pack_dataset_bfd(
     lengths: np.ndarray, bounds: np.ndarray, seq_length: int, *, split: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]: ...
+
+# whole_dataset=True: all rows, each packed row filled with the longest remaining piece that
+# fits until none does; the same four arrays as pack_dataset_bfd.
+def pack_dataset_fullest(
+    lengths: np.ndarray, seq_length: int, *, split: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]: ...
 
 # TRL's "wrapped": the packed rows' offsets into the flattened values.

@@ -219,6 +219,81 @@ fn pack_batch(pieces: &[(i64, i64)], order: &[u32], seq_length: i64, out: &mut P
     }
 }
 
+/// The length of the piece a bin with `room` left takes next: the longest that fits, unless it
+/// would leave a gap too small for any remaining piece — then the longest that leaves room for
+/// the shortest piece, so that the bin can still be closed exactly.
+fn next_piece(by_length: &BTreeMap<i64, VecDeque<i64>>, room: i64) -> Option<i64> {
+    let longest = *by_length.range(..=room).next_back()?.0;
+    let shortest = *by_length.first_key_value()?.0;
+    let gap = room - longest;
+    if gap == 0 || gap >= shortest {
+        return Some(longest);
+    }
+    let leaving_room = by_length
+        .range(..=room - shortest)
+        .next_back()
+        .map(|(&l, _)| l);
+    Some(leaving_room.unwrap_or(longest))
+}
+
+/// `pack_dataset(..., whole_dataset=True)`: all rows packed as one batch, one bin at a time,
+/// each filled with the longest remaining piece that fits (ties in row order) until none does —
+/// except that a piece that would leave a gap no remaining piece fits is passed over for the
+/// longest one that leaves room for the shortest. Not TRL's order: fuller rows, where
+/// best-fit decreasing closes its early bins with the few short pieces and leaves every later
+/// bin a few tokens short.
+pub fn fullest_first(lengths: &[i64], seq_length: i64, overflow: Overflow) -> Result<PackedRows> {
+    check_seq_length(seq_length)?;
+    let starts = row_starts(lengths)?;
+    // length -> the pieces of that length, in row order.
+    let mut by_length: BTreeMap<i64, VecDeque<i64>> = BTreeMap::new();
+    let mut count = 0usize;
+    for (row, (&start, &length)) in starts.iter().zip(lengths).enumerate() {
+        let mut offset = 0;
+        while offset < length {
+            let piece = (length - offset).min(seq_length);
+            by_length
+                .entry(piece)
+                .or_default()
+                .push_back(start + offset);
+            count = count
+                .checked_add(1)
+                .ok_or(PackDatasetError::TooLarge { row })?;
+            if overflow == Overflow::Truncate {
+                break;
+            }
+            offset += seq_length;
+        }
+    }
+    let mut out = PackedRows {
+        starts: Vec::with_capacity(count),
+        lengths: Vec::with_capacity(count),
+        piece_offsets: vec![0],
+        value_offsets: vec![0],
+    };
+    while !by_length.is_empty() {
+        let mut room = seq_length;
+        // Every piece is at most seq_length long, so each bin takes at least one.
+        while let Some(length) = next_piece(&by_length, room) {
+            let queue = by_length
+                .get_mut(&length)
+                .expect("next_piece returns a present length");
+            if let Some(start) = queue.pop_front() {
+                out.starts.push(start);
+                out.lengths.push(length);
+                room -= length;
+            }
+            if queue.is_empty() {
+                by_length.remove(&length);
+            }
+        }
+        out.piece_offsets.push(out.starts.len() as i64);
+        let last = out.value_offsets.last().copied().unwrap_or(0);
+        out.value_offsets.push(last + (seq_length - room));
+    }
+    Ok(out)
+}
+
 /// TRL's `"wrapped"`: each batch's values, concatenated and cut every `seq_length` values (the
 /// last row of a batch may be shorter). Returns the output rows' offsets into the flattened
 /// values.
@@ -281,6 +356,36 @@ pub fn gather(values: &[u8], width: usize, starts: &[i64], lengths: &[i64]) -> R
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn fullest_first_closes_every_bin_it_can() {
+        let lengths = [6, 5, 4, 4, 1, 0, 3];
+        let out = fullest_first(&lengths, 10, Overflow::Truncate).unwrap();
+        assert_eq!(out.lengths, vec![6, 4, 5, 4, 1, 3]);
+        assert_eq!(out.starts, vec![0, 11, 6, 15, 19, 20]);
+        assert_eq!(out.piece_offsets, vec![0, 2, 5, 6]);
+        assert_eq!(out.value_offsets, vec![0, 10, 20, 23]);
+    }
+
+    #[test]
+    fn fullest_first_truncates_or_splits_long_rows() {
+        let truncated = fullest_first(&[7, 2], 4, Overflow::Truncate).unwrap();
+        assert_eq!(truncated.lengths, vec![4, 2]);
+        assert_eq!(truncated.piece_offsets, vec![0, 1, 2]);
+        let split = fullest_first(&[7, 2], 4, Overflow::Split).unwrap();
+        // The 3 would leave a gap the 2 cannot fill: the 2 goes first, the 3 gets its own row.
+        assert_eq!(split.lengths, vec![4, 2, 3]);
+        assert_eq!(split.starts, vec![0, 7, 4]);
+        assert_eq!(split.piece_offsets, vec![0, 1, 2, 3]);
+        assert!(fullest_first(&[1], 0, Overflow::Split).is_err());
+        assert!(fullest_first(&[-1], 4, Overflow::Split).is_err());
+        assert_eq!(
+            fullest_first(&[], 4, Overflow::Split)
+                .unwrap()
+                .piece_offsets,
+            vec![0]
+        );
+    }
+
     use super::*;
 
     fn rows(plan: &PackedRows) -> Vec<Vec<(i64, i64)>> {

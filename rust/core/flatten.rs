@@ -58,10 +58,46 @@ fn too_many_tokens(what: &str, total: usize) -> CollateError {
     ))
 }
 
-/// Packs `input_ids` (and `labels`, when the rows have them) into one row.
+/// Each row's sequence lengths (pre-packed rows: TRL's `seq_lengths`), end to end, after
+/// checking that every length is at least 1 and that a row's add up to its number of tokens.
+fn split_rows(column: Column, row_lengths: &[usize], ids_key: &str) -> Result<Vec<usize>> {
+    let key = column.key.clone();
+    let (values, offsets) = into_ints(column)?;
+    if offsets.len() != row_lengths.len() + 1 {
+        return Err(CollateError::InvalidOption(format!(
+            "'{key}' has {} rows but '{ids_key}' has {}",
+            offsets.len().saturating_sub(1),
+            row_lengths.len()
+        )));
+    }
+    let mut sequences = Vec::with_capacity(values.len());
+    for (row, (w, &tokens)) in offsets.windows(2).zip(row_lengths).enumerate() {
+        let lengths = &values[w[0]..w[1]];
+        if lengths.iter().any(|&l| l < 1) {
+            return Err(CollateError::InvalidOption(format!(
+                "'{key}' in row {row} holds {lengths:?}: every sequence of a pre-packed row \
+                 needs at least one token"
+            )));
+        }
+        let sum: i128 = lengths.iter().map(|&l| i128::from(l)).sum();
+        if sum != tokens as i128 {
+            return Err(CollateError::InvalidOption(format!(
+                "'{key}' in row {row} add up to {sum} but '{ids_key}' has {tokens} tokens; the \
+                 lengths of a pre-packed row must cover the row"
+            )));
+        }
+        // Each length is at least 1 and at most the row's token count, so it fits a usize.
+        sequences.extend(lengths.iter().map(|&l| l as usize));
+    }
+    Ok(sequences)
+}
+
+/// Packs `input_ids` (and `labels`, when the rows have them) into one row. With
+/// `sequence_lengths` (pre-packed rows), every row holds those sequences instead of one.
 pub fn flatten(
     input_ids: Column,
     labels: Option<Column>,
+    sequence_lengths: Option<Column>,
     options: &FlattenOptions,
 ) -> Result<Flattened> {
     let key = input_ids.key.clone();
@@ -105,10 +141,16 @@ pub fn flatten(
             values
         }
     };
-    for (&start, &length) in offsets[..rows].iter().zip(&lengths) {
+    let lengths = match sequence_lengths {
+        None => lengths,
+        Some(column) => split_rows(column, &lengths, &key)?,
+    };
+    let mut start = 0;
+    for &length in &lengths {
         if length > 0 {
             labels[start] = options.separator_id;
         }
+        start += length;
     }
 
     let max_length = lengths.iter().copied().max().unwrap_or(0);
@@ -133,7 +175,7 @@ pub fn flatten(
     };
 
     let seq_idx = if options.seq_idx {
-        if i32::try_from(rows).is_err() {
+        if i32::try_from(lengths.len()).is_err() {
             return Err(too_many_tokens("seq_idx", total));
         }
         // Numbered over the sequences, so an empty row (when skipped) takes no number.
@@ -150,11 +192,13 @@ pub fn flatten(
         if i32::try_from(total).is_err() {
             return Err(too_many_tokens("cu_seq_lens", total));
         }
-        let mut boundaries = Vec::with_capacity(rows + 1);
+        let mut boundaries = Vec::with_capacity(lengths.len() + 1);
         boundaries.push(0);
-        for (w, &length) in offsets.windows(2).zip(&lengths) {
+        let mut end = 0;
+        for &length in &lengths {
             if length > 0 {
-                boundaries.push(w[1] as i32);
+                end += length;
+                boundaries.push(end as i32);
             }
         }
         Some(boundaries)
@@ -199,7 +243,7 @@ mod tests {
     #[test]
     fn packs_rows_with_separators_positions_and_offsets() {
         let ids = column("input_ids", &[&[5, 6, 7], &[8, 9]]);
-        let out = flatten(ids, None, &all_options()).unwrap();
+        let out = flatten(ids, None, None, &all_options()).unwrap();
         assert_eq!(out.input_ids, vec![5, 6, 7, 8, 9]);
         assert_eq!(out.labels, vec![-100, 6, 7, -100, 9]);
         assert_eq!(out.position_ids, Some(vec![0, 1, 2, 0, 1]));
@@ -220,7 +264,7 @@ mod tests {
             cu_seq_lens: false,
             skip_empty: false,
         };
-        let out = flatten(ids, Some(labels), &options).unwrap();
+        let out = flatten(ids, Some(labels), None, &options).unwrap();
         assert_eq!(out.labels, vec![-1, 2, -1]);
         assert_eq!(out.position_ids, Some(vec![2, 3, 2]));
         assert_eq!(out.seq_idx, None);
@@ -231,7 +275,7 @@ mod tests {
     fn label_length_mismatch_names_the_row() {
         let ids = column("input_ids", &[&[5, 6], &[8]]);
         let labels = column("labels", &[&[1, 2], &[3, 4]]);
-        let err = flatten(ids, Some(labels), &all_options()).unwrap_err();
+        let err = flatten(ids, Some(labels), None, &all_options()).unwrap_err();
         let message = err.to_string();
         assert!(message.contains("'labels' in row 1"), "{message}");
     }
@@ -239,13 +283,15 @@ mod tests {
     #[test]
     fn empty_sequence_and_scalar_rows_are_rejected() {
         let ids = column("input_ids", &[&[5], &[]]);
-        let message = flatten(ids, None, &all_options()).unwrap_err().to_string();
+        let message = flatten(ids, None, None, &all_options())
+            .unwrap_err()
+            .to_string();
         assert!(message.contains("row 1 is empty"), "{message}");
 
         let mut scalars = Column::new("input_ids");
         scalars.push_int(3);
         scalars.end_row(Shape::Scalar).unwrap();
-        assert!(flatten(scalars, None, &all_options()).is_err());
+        assert!(flatten(scalars, None, None, &all_options()).is_err());
     }
 
     #[test]
@@ -253,10 +299,10 @@ mod tests {
         let mut ids = Column::new("input_ids");
         ids.extend_floats([1.9, -2.5]);
         ids.end_row(Shape::Sequence).unwrap();
-        let out = flatten(ids, None, &all_options()).unwrap();
+        let out = flatten(ids, None, None, &all_options()).unwrap();
         assert_eq!(out.input_ids, vec![1, -2]);
         assert_eq!(
-            flatten(Column::new("input_ids"), None, &all_options()).unwrap_err(),
+            flatten(Column::new("input_ids"), None, None, &all_options()).unwrap_err(),
             CollateError::EmptyBatch
         );
     }
@@ -266,7 +312,7 @@ mod tests {
         let ids = column("input_ids", &[&[], &[5, 6], &[], &[7]]);
         let mut options = all_options();
         options.skip_empty = true;
-        let out = flatten(ids, None, &options).unwrap();
+        let out = flatten(ids, None, None, &options).unwrap();
         assert_eq!(out.input_ids, vec![5, 6, 7]);
         assert_eq!(out.labels, vec![-100, 6, -100]);
         assert_eq!(out.position_ids, Some(vec![0, 1, 0]));
@@ -275,8 +321,40 @@ mod tests {
         assert_eq!(out.max_length, 2);
 
         let nothing = column("input_ids", &[&[], &[]]);
-        let message = flatten(nothing, None, &options).unwrap_err().to_string();
+        let message = flatten(nothing, None, None, &options)
+            .unwrap_err()
+            .to_string();
         assert!(message.contains("no tokens in any row"), "{message}");
+    }
+
+    #[test]
+    fn pre_packed_rows_restart_at_every_sequence() {
+        let ids = column("input_ids", &[&[1, 2, 3, 4, 5], &[], &[6, 7]]);
+        let lengths = column("seq_lengths", &[&[2, 3], &[], &[2]]);
+        let mut options = all_options();
+        options.skip_empty = true;
+        let out = flatten(ids, None, Some(lengths), &options).unwrap();
+        assert_eq!(out.input_ids, vec![1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(out.labels, vec![-100, 2, -100, 4, 5, -100, 7]);
+        assert_eq!(out.position_ids, Some(vec![0, 1, 0, 1, 2, 0, 1]));
+        assert_eq!(out.seq_idx, Some(vec![0, 0, 1, 1, 1, 2, 2]));
+        assert_eq!(out.cu_seq_lens, Some(vec![0, 2, 5, 7]));
+        assert_eq!(out.max_length, 3);
+    }
+
+    #[test]
+    fn pre_packed_lengths_must_cover_the_row_and_be_positive() {
+        let cases: [(&[&[i64]], &str); 3] = [
+            (&[&[2, 2], &[1]], "'seq_lengths' in row 0 add up to 4"),
+            (&[&[3], &[0, 1]], "'seq_lengths' in row 1 holds [0, 1]"),
+            (&[&[3]], "'seq_lengths' has 1 rows"),
+        ];
+        for (lengths, expected) in cases {
+            let ids = column("input_ids", &[&[1, 2, 3], &[4]]);
+            let lengths = column("seq_lengths", lengths);
+            let err = flatten(ids, None, Some(lengths), &all_options()).unwrap_err();
+            assert!(err.to_string().contains(expected), "{err}");
+        }
     }
 
     #[test]
@@ -284,6 +362,6 @@ mod tests {
         let ids = column("input_ids", &[&[1, 2]]);
         let mut options = all_options();
         options.position_ids_start = i64::MAX;
-        assert!(flatten(ids, None, &options).is_err());
+        assert!(flatten(ids, None, None, &options).is_err());
     }
 }

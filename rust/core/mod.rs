@@ -8,6 +8,7 @@ pub mod column;
 pub mod error;
 pub mod flatten;
 pub mod grouping;
+pub mod joined;
 pub mod masking;
 pub mod packing;
 pub mod pad;

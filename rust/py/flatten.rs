@@ -40,13 +40,14 @@ fn first_non_integer_row(features: &Bound<'_, PyAny>, key: &str) -> PyResult<usi
     Ok(0)
 }
 
-/// Packs a batch into one row: returns a dict with `input_ids`, `labels` (shape `(1, total)`,
+/// Packs a batch into one row (with `seq_lengths`, pre-packed rows: each row's `seq_lengths`
+/// are its sequences): returns a dict with `input_ids`, `labels` (shape `(1, total)`,
 /// int64), and when asked `position_ids` (int64), `seq_idx` (int32, `(1, total)`),
 /// `cu_seq_lens` (int32, `(rows + 1,)`) and `max_length` (an int).
 #[pyfunction]
 #[pyo3(signature = (
     features, *, labels, separator_id, position_ids_start, position_ids, seq_idx, cu_seq_lens,
-    integers_only=false, skip_empty=false
+    integers_only=false, skip_empty=false, seq_lengths=false
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn flatten_batch<'py>(
@@ -60,10 +61,14 @@ pub fn flatten_batch<'py>(
     cu_seq_lens: bool,
     integers_only: bool,
     skip_empty: bool,
+    seq_lengths: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let mut keys = vec!["input_ids".to_string()];
     if labels {
         keys.push("labels".to_string());
+    }
+    if seq_lengths {
+        keys.push("seq_lengths".to_string());
     }
     // Listed as padded keys so that a value that is not numbers is an error, not kept raw.
     let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
@@ -81,7 +86,8 @@ pub fn flatten_batch<'py>(
     let input_ids = columns
         .next()
         .ok_or_else(|| PyErr::from(CollateError::EmptyBatch))?;
-    let label_column = columns.next();
+    let label_column = if labels { columns.next() } else { None };
+    let sequence_lengths = columns.next();
     let options = FlattenOptions {
         separator_id,
         position_ids_start,
@@ -90,7 +96,7 @@ pub fn flatten_batch<'py>(
         cu_seq_lens,
         skip_empty,
     };
-    let packed = py.detach(|| pack(input_ids, label_column, &options))?;
+    let packed = py.detach(|| pack(input_ids, label_column, sequence_lengths, &options))?;
 
     let result = PyDict::new(py);
     result.set_item("input_ids", one_row(py, packed.input_ids)?)?;

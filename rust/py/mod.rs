@@ -13,6 +13,7 @@ mod gather;
 mod grouping;
 mod in_place;
 mod ints;
+mod joined;
 mod masking;
 mod pack_dataset;
 mod pad;
@@ -36,9 +37,13 @@ mod _native {
     #[pymodule_export]
     use super::grouping::group_by_length;
     #[pymodule_export]
+    use super::joined::pad_prompt_completion;
+    #[pymodule_export]
     use super::masking::{compare_exchange, mask_tokens};
     #[pymodule_export]
-    use super::pack_dataset::{pack_dataset_bfd, pack_dataset_gather, pack_dataset_wrapped};
+    use super::pack_dataset::{
+        pack_dataset_bfd, pack_dataset_fullest, pack_dataset_gather, pack_dataset_wrapped,
+    };
     #[pymodule_export]
     use super::sampling::{pack_epoch, rebalance_epoch};
     #[pymodule_export]

@@ -44,6 +44,31 @@ pub fn pack_dataset_bfd<'py>(
     ))
 }
 
+/// `whole_dataset=True`: all rows packed fullest-first (`bfd::fullest_first`); the same four
+/// arrays as `pack_dataset_bfd`.
+#[pyfunction]
+#[pyo3(signature = (lengths, seq_length, *, split))]
+pub fn pack_dataset_fullest<'py>(
+    py: Python<'py>,
+    lengths: PyReadonlyArray1<'py, i64>,
+    seq_length: i64,
+    split: bool,
+) -> PyResult<(I64Array<'py>, I64Array<'py>, I64Array<'py>, I64Array<'py>)> {
+    let overflow = if split {
+        Overflow::Split
+    } else {
+        Overflow::Truncate
+    };
+    let lengths = borrowed(&lengths);
+    let plan = py.detach(|| bfd::fullest_first(&lengths, seq_length, overflow))?;
+    Ok((
+        PyArray1::from_vec(py, plan.starts),
+        PyArray1::from_vec(py, plan.lengths),
+        PyArray1::from_vec(py, plan.piece_offsets),
+        PyArray1::from_vec(py, plan.value_offsets),
+    ))
+}
+
 /// TRL's `"wrapped"`: the packed rows' offsets into the flattened values.
 #[pyfunction]
 pub fn pack_dataset_wrapped<'py>(

@@ -8,6 +8,7 @@ usage error (exit code 2), a missing extra or a debug build exit code 1, each as
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import warnings
@@ -22,6 +23,10 @@ from .errors import BenchError
 from .workload import FORMATS
 
 QUICK_BATCH_SIZES = (8, 32)
+# `--cases trl`: TRL's collators, dataset preparation and pack_dataset (trl_suite) instead of
+# transformers' collators.
+TRL = "trl"
+TRL_BATCH_SIZES = (8, 32)
 REPEAT, QUICK_REPEAT = 7, 3
 # Options that only one mode reads; giving one in the other mode is a usage error.
 COLLATOR_OPTIONS = ("formats", "repeat", "cases")
@@ -60,6 +65,8 @@ def _format_list(text: str) -> list[str]:
 
 
 def _case_list(text: str) -> list[str]:
+    if text.strip().lower() == TRL:
+        return [TRL]
     try:
         return resolve_cases([v.strip() for v in text.split(",") if v.strip()])
     except ValueError as err:
@@ -158,7 +165,10 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
         metavar="NAME,...",
         help=(
             "collators to time, by the short name the table prints or the full class name: "
-            f"{', '.join(short_name(c.name) for c in CASES)} (default: all)"
+            f"{', '.join(short_name(c.name) for c in CASES)} (default: all); or `trl` alone: "
+            "TRL's collators, SFT dataset preparation and pack_dataset against fastcollate's "
+            f"(batch sizes {','.join(map(str, TRL_BATCH_SIZES))} unless given; needs "
+            "pip install 'fastcollate[trl]' datasets)"
         ),
     )
 
@@ -271,6 +281,10 @@ def validate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
             reason = cannot_write(path)
             if reason is not None:
                 parser.error(f"argument --{option}: cannot write {path!r}: {reason}")
+    if args.cases == [TRL]:
+        stray = [_flag(name) for name in ("formats", "plot") if getattr(args, name) is not None]
+        if stray:
+            parser.error(f"{', '.join(stray)}: not with --cases trl")
     if args.plot is not None:
         problem = plot_format_problem(args.plot)
         if problem is not None:
@@ -283,6 +297,8 @@ def _require_extras(args: argparse.Namespace) -> None:
     try:
         if args.sampling:
             require("`python -m fastcollate bench --sampling`", "torch", "torch")
+        elif args.cases == [TRL]:
+            require("`python -m fastcollate bench --cases trl`", "trl", "trl", "datasets")
         else:
             require("`python -m fastcollate bench`", "transformers", "torch", "transformers")
         if args.plot is not None:
@@ -353,6 +369,31 @@ def run_collators(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_trl(args: argparse.Namespace) -> int:
+    from . import trl_suite  # imports TRL, which only this mode needs
+
+    batch_sizes = args.batch_sizes or list(TRL_BATCH_SIZES)
+    settings = (
+        trl_suite.TrlSettings.quick(batch_sizes, args.repeat or QUICK_REPEAT)
+        if args.quick
+        else trl_suite.TrlSettings(batch_sizes=batch_sizes, repeat=args.repeat or 5)
+    )
+    _note(trl_suite.header())
+    results = trl_suite.run(settings, progress=_note)
+    print()
+    print(trl_suite.header())
+    print(trl_suite.format_tables(results, settings))
+    if args.json is not None:
+        record = {
+            "environment": report.environment(),
+            "arguments": {"quick": args.quick, "cases": [TRL], **dataclasses.asdict(settings)},
+            "results": [r.as_dict() for r in results],
+        }
+        report.write_json(record, args.json)
+        _note(f"figures written to {args.json}")
+    return 0
+
+
 def run_samplers(args: argparse.Namespace) -> int:
     defaults = sampling.SamplingSettings()
     with_transformers = not args.no_transformers
@@ -389,7 +430,9 @@ def run_bench(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     validate(parser, args)
     try:
         _require_extras(args)
-        return run_samplers(args) if args.sampling else run_collators(args)
+        if args.sampling:
+            return run_samplers(args)
+        return run_trl(args) if args.cases == [TRL] else run_collators(args)
     except BenchError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

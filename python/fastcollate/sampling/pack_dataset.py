@@ -200,7 +200,7 @@ def pack_map_style(
     bounds = np.asarray([0, rows], np.int64) if whole_dataset else None
     if bounds is None:
         bounds = batch_bounds(rows, batch_size, num_proc)
-    packed = pack_table(table, seq_length, strategy, bounds)
+    packed = pack_table(table, seq_length, strategy, bounds, fullest_first=whole_dataset)
     info = dataset.info.copy()
     info.features = output_features(packed.schema, dataset.features)
     source = getattr(dataset, "_fingerprint", None)
@@ -245,8 +245,12 @@ def pack_batch(table: Any, seq_length: int, strategy: str) -> Any:
     return pack_table(table, seq_length, strategy, np.asarray([0, table.num_rows], np.int64))
 
 
-def pack_table(table: Any, seq_length: int, strategy: str, bounds: np.ndarray) -> Any:
-    """`table` packed batch by batch (`bounds`: the batches' row boundaries), as a `pa.Table`."""
+def pack_table(
+    table: Any, seq_length: int, strategy: str, bounds: np.ndarray, fullest_first: bool = False
+) -> Any:
+    """`table` packed batch by batch (`bounds`: the batches' row boundaries), as a `pa.Table`;
+    with `fullest_first` (whole_dataset), the bfd strategies pack all rows one row at a time,
+    each filled with the longest remaining sequence that fits, until none does."""
     import pyarrow as pa
 
     names = table.column_names
@@ -270,9 +274,12 @@ def pack_table(table: Any, seq_length: int, strategy: str, bounds: np.ndarray) -
         ]
         return pa.Table.from_arrays(packed, names=names)
 
-    starts, piece_lengths, piece_offsets, value_offsets = _native.pack_dataset_bfd(
-        lengths, bounds, seq_length, split=strategy == "bfd_split"
-    )
+    split = strategy == "bfd_split"
+    if fullest_first:
+        plan = _native.pack_dataset_fullest(lengths, seq_length, split=split)
+    else:
+        plan = _native.pack_dataset_bfd(lengths, bounds, seq_length, split=split)
+    starts, piece_lengths, piece_offsets, value_offsets = plan
     indices: list[Any] = []  # the take indices, built once if some column needs them
     packed = []
     for column in columns:

@@ -4,8 +4,9 @@ One native call reads `input_ids`, `labels` (when the rows have them) and, for p
 `seq_lengths`, padded right into int64 buffers with an attention mask; the rest (default
 labels, position ids, the padding-free row and its sequence boundaries) is a few numpy passes
 over those buffers, handed to torch without a copy. The usual padding-free batch (rows of one
-sequence each, no `pad_to_multiple_of`) skips the padding: `_native.flatten_batch` writes the
-one row, its position ids and boundaries directly.
+sequence each, or pre-packed rows; no `pad_to_multiple_of`) skips the padding:
+`_native.flatten_batch` writes the one row, its position ids and boundaries directly, reading
+pre-packed rows' `seq_lengths` in the same call.
 """
 
 from __future__ import annotations
@@ -74,13 +75,8 @@ class DataCollatorForLanguageModeling(TakesArrowBatches, TRLCollator):
             features
         )
         features, has_labels = _with_labels(features)
-        if (
-            padding_free
-            and not packed
-            and multiple is None
-            and not isinstance(features, ArrowBatch)
-        ):
-            return _flattened(features, has_labels)
+        if padding_free and multiple is None and not isinstance(features, ArrowBatch):
+            return _flattened(features, has_labels, packed)
 
         keys = ["input_ids", "labels"] if has_labels else ["input_ids"]
         followers = [("labels", -100, True)] if has_labels else []
@@ -103,7 +99,8 @@ class DataCollatorForLanguageModeling(TakesArrowBatches, TRLCollator):
         for key in keys:
             _check_integers(features, key, native[key])
         input_ids = native["input_ids"]
-        row_lengths = native[_TOKENS].sum(axis=1)
+        # Only padding-free rows and packed position ids need the lengths (a pass over the mask).
+        row_lengths = native[_TOKENS].sum(axis=1) if padding_free or packed else None
         sequence_lengths = _sequence_lengths(native, row_lengths) if packed else None
         # TRL's dtypes: padded, the first row's; padding-free, torch.cat's promotion over rows.
         # Arrow rows are Python lists (int64), the native output's dtype.
@@ -126,13 +123,13 @@ class DataCollatorForLanguageModeling(TakesArrowBatches, TRLCollator):
                 ids_dtype,
                 labels_dtype,
             )
-        mask = native[_TOKENS].astype(bool)
+        mask = native[_TOKENS].astype(bool) if not has_labels or self.return_position_ids else None
         labels = native["labels"] if has_labels else np.where(mask, input_ids, -100)
         batch = {
             "input_ids": _tensor(input_ids, ids_dtype, "input_ids"),
             "labels": _tensor(labels, labels_dtype, "labels"),
         }
-        if self.return_position_ids:
+        if mask is not None and self.return_position_ids:
             columns = np.arange(mask.shape[1], dtype=np.int64)
             if sequence_lengths is None:
                 positions = np.where(mask, columns, 0)
@@ -145,9 +142,10 @@ class DataCollatorForLanguageModeling(TakesArrowBatches, TRLCollator):
         return batch
 
 
-def _flattened(features: Any, has_labels: bool) -> dict[str, Any]:
-    """The padding-free row of a batch whose rows hold one sequence each, written by the core:
-    -100 at every sequence start, position ids from 0; an empty row adds no sequence. Floats
+def _flattened(features: Any, has_labels: bool, packed: bool) -> dict[str, Any]:
+    """The padding-free row of a batch, written by the core: -100 at every sequence start,
+    position ids from 0; an empty row adds no sequence. A row holds one sequence, or (`packed`)
+    the ones its `seq_lengths` give, checked to be at least 1 and to add up to the row. Floats
     and all-bool rows are refused there (transformers' flattening collator truncates floats)."""
     flat = _native.flatten_batch(
         features,
@@ -159,6 +157,7 @@ def _flattened(features: Any, has_labels: bool) -> dict[str, Any]:
         cu_seq_lens=True,
         integers_only=True,
         skip_empty=True,
+        seq_lengths=packed,
     )
     ids_dtype = _batch_dtype(features, "input_ids", True)
     labels_dtype = _batch_dtype(features, "labels", True) if has_labels else ids_dtype

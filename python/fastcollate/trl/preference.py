@@ -2,9 +2,11 @@
 the reward trainer's class of the same name (`RewardDataCollatorForPreference` here) and KTO's
 `DataCollatorForUnpairedPreference`.
 
-Each joins prompt and completion lists in Python (a C-level list concatenation per sequence),
-pads every sequence of the batch with one native call that also makes the attention mask, and
-derives the completion mask from the prompt lengths with one numpy comparison.
+DPO and KTO read the prompt and completion columns of the rows in one native call
+(`_native.pad_prompt_completion`) that joins, cuts and pads them and writes the attention and
+completion masks, without building the joined lists; only when it refuses a batch are the
+joined sequences built in Python, to name the bad row. The reward collator uses the same call
+without a prompt.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from trl.trainer.dpo_trainer import DataCollatorForPreference as TRLPreferenceCo
 from trl.trainer.kto_trainer import DataCollatorForUnpairedPreference as TRLUnpairedCollator
 from trl.trainer.reward_trainer import DataCollatorForPreference as TRLRewardCollator
 
+from .. import _native
 from ..arrow import ArrowBatch
 from ..collators.base import TakesArrowBatches
 from ..collators.padding_options import MAX_SIZE, checked_int, checked_pad_id
@@ -165,6 +168,35 @@ def _completion_mask(attention_mask: np.ndarray, completion_starts: np.ndarray) 
         if start:
             completion[row, :start] = 0
     return completion
+def _padded_prompt_completion(
+    rows: list,
+    prompt_key: str | None,
+    completion_keys: list[str],
+    together: bool,
+    pad_token_id: int,
+    multiple: int | None,
+    max_length: int | None,
+    keep_end: bool,
+    report_bad_row: Any,
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """`(input_ids, attention_mask, completion_mask)` of `prompt_key` (None: no prompt) joined
+    to each of `completion_keys` (padded together or one by one), in one native call. If the
+    call refuses the batch, `report_bad_row()` pads the joined sequences the slow way to raise
+    an error that names the row; the native error is raised if it does not."""
+    try:
+        return _native.pad_prompt_completion(
+            rows,
+            prompt_key,
+            completion_keys,
+            together=together,
+            pad_id=pad_token_id,
+            multiple=multiple,
+            max_length=max_length,
+            keep_end=keep_end,
+        )
+    except (TypeError, ValueError, OverflowError):
+        report_bad_row()
+        raise
 
 
 class DataCollatorForPreference(TakesArrowBatches, _PtOnly, TRLPreferenceCollator):
@@ -203,25 +235,34 @@ class DataCollatorForPreference(TakesArrowBatches, _PtOnly, TRLPreferenceCollato
         prompts = _token_lists(rows, "prompt_ids")
         chosen = _token_lists(rows, "chosen_ids")
         rejected = _token_lists(rows, "rejected_ids")
-        chosen_sequences, chosen_starts = _prompt_and_completion(
-            prompts, chosen, max_length, keep_end
-        )
-        rejected_sequences, rejected_starts = _prompt_and_completion(
-            prompts, rejected, max_length, keep_end
-        )
-        input_ids, attention_mask = _padded_pairs(
-            chosen_sequences,
-            rejected_sequences,
-            ("chosen_ids", "rejected_ids"),
+
+        def report_bad_row() -> None:
+            chosen_sequences, _ = _prompt_and_completion(prompts, chosen, max_length, keep_end)
+            rejected_sequences, _ = _prompt_and_completion(prompts, rejected, max_length, keep_end)
+            _padded_pairs(
+                chosen_sequences,
+                rejected_sequences,
+                ("chosen_ids", "rejected_ids"),
+                pad_token_id,
+                multiple,
+                prompt="prompt_ids",
+            )
+
+        ((input_ids, attention_mask, completion_mask),) = _padded_prompt_completion(
+            rows,
+            "prompt_ids",
+            ["chosen_ids", "rejected_ids"],
+            True,
             pad_token_id,
             multiple,
-            prompt="prompt_ids",
+            max_length,
+            keep_end,
+            report_bad_row,
         )
-        starts = np.concatenate([chosen_starts, rejected_starts])
         output = {
             "input_ids": torch.from_numpy(input_ids),
             "attention_mask": torch.from_numpy(attention_mask),
-            "completion_mask": torch.from_numpy(_completion_mask(attention_mask, starts)),
+            "completion_mask": torch.from_numpy(completion_mask),
         }
         first = rows[0]
         for key in ("ref_chosen_logps", "ref_rejected_logps"):
@@ -286,8 +327,18 @@ class RewardDataCollatorForPreference(TakesArrowBatches, _PtOnly, TRLRewardColla
             for key, values in (("chosen_ids", chosen), ("rejected_ids", rejected)):
                 for row, value in enumerate(values):
                     _row_dtype(value, key, row)
-        input_ids, attention_mask = _padded_pairs(
-            chosen, rejected, ("chosen_ids", "rejected_ids"), pad_token_id, multiple
+        ((input_ids, attention_mask, _),) = _padded_prompt_completion(
+            rows,
+            None,
+            ["chosen_ids", "rejected_ids"],
+            True,
+            pad_token_id,
+            multiple,
+            None,
+            False,
+            lambda: _padded_pairs(
+                chosen, rejected, ("chosen_ids", "rejected_ids"), pad_token_id, multiple
+            ),
         )
         output = {
             "input_ids": _tensor(input_ids, dtype, "input_ids"),
@@ -334,33 +385,44 @@ class DataCollatorForUnpairedPreference(TakesArrowBatches, _PtOnly, TRLUnpairedC
             for prefix, key in (("", "completion_ids"), ("KL_", "KL_completion_ids"))
             if key in rows[0]
         ]
-        columns, starts = [], []
-        for _, key in sets:
-            sequences, completion_starts = _prompt_and_completion(
-                prompts, _token_lists(rows, key), max_length, False
-            )
-            columns.append(sequences)
-            starts.append(completion_starts)
-        padded = (
+        keys = [key for _, key in sets]
+        completions = [_token_lists(rows, key) for key in keys]
+
+        def report_bad_row() -> None:
+            columns = [
+                _prompt_and_completion(prompts, values, max_length, False)[0]
+                for values in completions
+            ]
             padded_columns(
                 columns,
                 pad_token_id,
                 multiple,
                 False,
-                lambda index, row: f"'prompt_ids' + '{sets[index][1]}' in row {row}",
+                lambda index, row: f"'prompt_ids' + '{keys[index]}' in row {row}",
+            )
+
+        padded = (
+            _padded_prompt_completion(
+                rows,
+                "prompt_ids",
+                keys,
+                False,
+                pad_token_id,
+                multiple,
+                max_length,
+                False,
+                report_bad_row,
             )
             if sets
             else []
         )
         output: dict[str, Any] = {}
-        for (prefix, _), (input_ids, attention_mask), completion_starts in zip(
-            sets, padded, starts, strict=True
+        for (prefix, _), (input_ids, attention_mask, completion_mask) in zip(
+            sets, padded, strict=True
         ):
             output[f"{prefix}input_ids"] = torch.from_numpy(input_ids)
             output[f"{prefix}attention_mask"] = torch.from_numpy(attention_mask)
-            output[f"{prefix}completion_mask"] = torch.from_numpy(
-                _completion_mask(attention_mask, completion_starts)
-            )
+            output[f"{prefix}completion_mask"] = torch.from_numpy(completion_mask)
         for key in ("ref_logps", "ref_KL_logps"):
             if key in rows[0]:
                 output[key] = _scalars(rows, key)

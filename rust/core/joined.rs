@@ -1,0 +1,281 @@
+//! Preference batches (TRL's DPO and KTO collators): every row's prompt joined to its
+//! completion, cut to a maximum length from the start or the end, and padded right into one
+//! matrix, with the attention mask and the completion mask (1 on the completion's tokens)
+//! written in the same pass. The joined lists are never built.
+
+use crate::core::error::{CollateError, Result};
+
+/// Sequences laid end to end: row `i` is `values[offsets[i]..offsets[i + 1]]`.
+#[derive(Debug, Clone, Copy)]
+pub struct Sequences<'a> {
+    pub key: &'a str,
+    pub values: &'a [i64],
+    pub offsets: &'a [usize],
+}
+
+impl<'a> Sequences<'a> {
+    pub fn rows(&self) -> usize {
+        self.offsets.len().saturating_sub(1)
+    }
+
+    fn row(&self, row: usize) -> &'a [i64] {
+        &self.values[self.offsets[row]..self.offsets[row + 1]]
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JoinOptions {
+    pub pad_id: i64,
+    /// The width is rounded up to a multiple of this (at least 1).
+    pub multiple: Option<usize>,
+    /// Each joined sequence keeps at most this many tokens (at least 1).
+    pub max_length: Option<usize>,
+    /// Keep the last `max_length` tokens instead of the first.
+    pub keep_end: bool,
+}
+
+/// `rows` × `width` matrices, row-major.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JoinedBatch {
+    pub rows: usize,
+    pub width: usize,
+    pub input_ids: Vec<i64>,
+    pub attention_mask: Vec<i64>,
+    pub completion_mask: Vec<i64>,
+}
+
+/// The part of the prompt and of the completion a joined sequence keeps.
+fn kept<'a>(
+    prompt: &'a [i64],
+    completion: &'a [i64],
+    options: &JoinOptions,
+) -> (&'a [i64], &'a [i64]) {
+    let limit = match options.max_length {
+        Some(limit) if prompt.len() + completion.len() > limit => limit,
+        _ => return (prompt, completion),
+    };
+    if options.keep_end {
+        let completion = &completion[completion.len().saturating_sub(limit)..];
+        let room = limit - completion.len();
+        (&prompt[prompt.len().saturating_sub(room)..], completion)
+    } else {
+        let prompt = &prompt[..prompt.len().min(limit)];
+        let room = limit - prompt.len();
+        (prompt, &completion[..completion.len().min(room)])
+    }
+}
+
+/// Joins `prompts` row by row to each set of `completions` in turn (output row
+/// `set * batch + row`), cuts and pads the joined sequences together.
+pub fn pad_joined(
+    prompts: Sequences<'_>,
+    completions: &[Sequences<'_>],
+    options: &JoinOptions,
+) -> Result<JoinedBatch> {
+    let batch = prompts.rows();
+    if batch == 0 {
+        return Err(CollateError::EmptyBatch);
+    }
+    if options.multiple == Some(0) || options.max_length == Some(0) {
+        return Err(CollateError::InvalidOption(
+            "pad_to_multiple_of and max_length must be at least 1".to_string(),
+        ));
+    }
+    if let Some(set) = completions.iter().find(|set| set.rows() != batch) {
+        return Err(CollateError::InvalidOption(format!(
+            "'{}' has {} rows but '{}' has {batch}",
+            set.key,
+            set.rows(),
+            prompts.key
+        )));
+    }
+    let mut longest = 0;
+    for set in completions {
+        for row in 0..batch {
+            let (prompt, completion) = kept(prompts.row(row), set.row(row), options);
+            longest = longest.max(prompt.len() + completion.len());
+        }
+    }
+    let too_large = || CollateError::OutputTooLarge {
+        key: "input_ids".to_string(),
+        rows: batch.saturating_mul(completions.len()),
+        length: longest,
+    };
+    let width = match options.multiple {
+        Some(multiple) => longest
+            .div_ceil(multiple)
+            .checked_mul(multiple)
+            .ok_or_else(too_large)?,
+        None => longest,
+    };
+    let rows = batch.checked_mul(completions.len()).ok_or_else(too_large)?;
+    let cells = rows
+        .checked_mul(width)
+        .filter(|&cells| cells <= isize::MAX as usize / 8)
+        .ok_or_else(too_large)?;
+    let mut input_ids = vec![options.pad_id; cells];
+    let mut attention_mask = vec![0i64; cells];
+    let mut completion_mask = vec![0i64; cells];
+    if width > 0 {
+        let outputs = input_ids
+            .chunks_exact_mut(width)
+            .zip(attention_mask.chunks_exact_mut(width))
+            .zip(completion_mask.chunks_exact_mut(width));
+        let sources = completions
+            .iter()
+            .flat_map(|set| (0..batch).map(move |row| (prompts.row(row), set.row(row))));
+        for (((ids, attention), completion_row), (prompt, completion)) in outputs.zip(sources) {
+            let (prompt, completion) = kept(prompt, completion, options);
+            let end = prompt.len() + completion.len();
+            ids[..prompt.len()].copy_from_slice(prompt);
+            ids[prompt.len()..end].copy_from_slice(completion);
+            attention[..end].fill(1);
+            completion_row[prompt.len()..end].fill(1);
+        }
+    }
+    Ok(JoinedBatch {
+        rows,
+        width,
+        input_ids,
+        attention_mask,
+        completion_mask,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Owned {
+        values: Vec<i64>,
+        offsets: Vec<usize>,
+    }
+
+    fn owned(rows: &[&[i64]]) -> Owned {
+        let mut offsets = vec![0];
+        let mut values = Vec::new();
+        for row in rows {
+            values.extend_from_slice(row);
+            offsets.push(values.len());
+        }
+        Owned { values, offsets }
+    }
+
+    fn view<'a>(key: &'a str, owned: &'a Owned) -> Sequences<'a> {
+        Sequences {
+            key,
+            values: &owned.values,
+            offsets: &owned.offsets,
+        }
+    }
+
+    fn options(max_length: Option<usize>, keep_end: bool, multiple: Option<usize>) -> JoinOptions {
+        JoinOptions {
+            pad_id: 9,
+            multiple,
+            max_length,
+            keep_end,
+        }
+    }
+
+    #[test]
+    fn joins_pads_and_masks_every_set_in_turn() {
+        let prompts = owned(&[&[1, 2], &[3]]);
+        let chosen = owned(&[&[4], &[5, 6, 7]]);
+        let rejected = owned(&[&[], &[8]]);
+        let out = pad_joined(
+            view("prompt_ids", &prompts),
+            &[view("chosen_ids", &chosen), view("rejected_ids", &rejected)],
+            &options(None, false, None),
+        )
+        .unwrap();
+        assert_eq!((out.rows, out.width), (4, 4));
+        assert_eq!(
+            out.input_ids,
+            vec![1, 2, 4, 9, 3, 5, 6, 7, 1, 2, 9, 9, 3, 8, 9, 9]
+        );
+        assert_eq!(
+            out.attention_mask,
+            vec![1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0]
+        );
+        assert_eq!(
+            out.completion_mask,
+            vec![0, 0, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 1, 0, 0]
+        );
+    }
+
+    #[test]
+    fn cuts_from_the_start_or_the_end_and_rounds_the_width() {
+        let prompts = owned(&[&[1, 2, 3], &[4]]);
+        let completions = owned(&[&[5, 6], &[7]]);
+        let start = pad_joined(
+            view("p", &prompts),
+            &[view("c", &completions)],
+            &options(Some(4), false, Some(3)),
+        )
+        .unwrap();
+        assert_eq!(start.width, 6);
+        assert_eq!(start.input_ids, vec![1, 2, 3, 5, 9, 9, 4, 7, 9, 9, 9, 9]);
+        assert_eq!(
+            start.completion_mask,
+            vec![0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0]
+        );
+        let end = pad_joined(
+            view("p", &prompts),
+            &[view("c", &completions)],
+            &options(Some(2), true, None),
+        )
+        .unwrap();
+        assert_eq!(end.input_ids, vec![5, 6, 4, 7]);
+        assert_eq!(end.completion_mask, vec![1, 1, 0, 1]);
+        assert_eq!(end.attention_mask, vec![1, 1, 1, 1]);
+        let prompt_only = pad_joined(
+            view("p", &prompts),
+            &[view("c", &completions)],
+            &options(Some(2), false, None),
+        )
+        .unwrap();
+        assert_eq!(prompt_only.input_ids, vec![1, 2, 4, 7]);
+        assert_eq!(prompt_only.completion_mask, vec![0, 0, 0, 1]);
+    }
+
+    #[test]
+    fn empty_batch_bad_options_and_mismatched_sets_are_errors() {
+        let none = owned(&[]);
+        assert_eq!(
+            pad_joined(view("p", &none), &[], &options(None, false, None)).unwrap_err(),
+            CollateError::EmptyBatch
+        );
+        let one = owned(&[&[1]]);
+        let two = owned(&[&[1], &[2]]);
+        assert!(pad_joined(
+            view("p", &one),
+            &[view("c", &two)],
+            &options(None, false, None)
+        )
+        .unwrap_err()
+        .to_string()
+        .contains("'c' has 2 rows"));
+        for bad in [options(Some(0), false, None), options(None, false, Some(0))] {
+            assert!(pad_joined(view("p", &one), &[view("c", &one)], &bad).is_err());
+        }
+        let empty = owned(&[&[]]);
+        let out = pad_joined(
+            view("p", &empty),
+            &[view("c", &empty)],
+            &options(None, false, None),
+        )
+        .unwrap();
+        assert_eq!((out.rows, out.width), (1, 0));
+    }
+
+    #[test]
+    fn a_width_past_the_address_space_is_an_error() {
+        let one = owned(&[&[1]]);
+        let huge = options(None, false, Some(usize::MAX));
+        assert!(matches!(
+            pad_joined(view("p", &one), &[view("c", &one)], &huge),
+            Err(CollateError::OutputTooLarge { .. })
+        ));
+    }
+}
