@@ -21,7 +21,7 @@ from .._internal.tensors import (
     torch_module,
 )
 from ..arrow import ArrowBatch
-from .native import collate
+from .native import collate, collate_rows
 from .padding_options import PadSettings, padding_group
 from .tokenizer_state import state_key
 
@@ -258,7 +258,7 @@ class _CallPlan:
     (`tokenizer_state.state_key`: the objects transformers stores the pad token, padding side
     and the rest in) compares equal."""
 
-    __slots__ = ("fields", "tokenizer_key", "main", "groups", "float32", "options")
+    __slots__ = ("fields", "tokenizer_key", "main", "groups", "options")
 
     def __init__(self, fields: tuple, tokenizer_key: tuple, settings: PadSettings, group: tuple,
                  return_tensors: str):
@@ -266,9 +266,14 @@ class _CallPlan:
         self.tokenizer_key = tokenizer_key
         self.main = settings.main_input
         self.groups = [group]
-        self.float32 = return_tensors == "pt"
-        # To tensors in the native call under "pt"; numpy arrays are what it gives otherwise.
-        self.options = {"to_tensor": torch_module().from_numpy} if self.float32 else {}
+        # `_native.collate`'s options for each kind of main input (None: Python lists), as
+        # `pad` passes them; under "pt" the native call builds the tensors.
+        common: dict[str, Any] = {"float32": return_tensors == "pt", "allow_ragged": False}
+        if return_tensors == "pt":
+            common["to_tensor"] = torch_module().from_numpy
+        self.options = {
+            kind: {**common, "keep_arrays": kind is None} for kind in (None, "np", "pt")
+        }
 
 
 def _row_main_kind(first: dict, main: str) -> tuple[bool, str | None]:
@@ -347,12 +352,10 @@ class DataCollatorWithPadding:
         ):
             planned, main_kind = _row_main_kind(features[0], plan.main)
             if planned:
-                keep_arrays = main_kind is None
-                batch = collate(features, plan.groups, float32=plan.float32, allow_ragged=False,
-                                keep_arrays=keep_arrays, **plan.options)
+                batch = collate_rows(features, plan.groups, plan.options[main_kind])
                 if list in map(type, batch.values()):
-                    batch = _converted(batch, main_kind, keep_arrays, fields[4])
-                return _renamed_labels(batch_encoding(batch))
+                    batch = _converted(batch, main_kind, main_kind is None, fields[4])
+                return batch_encoding(_renamed_labels(batch))
         batch = pad(
             features,
             tokenizer,
