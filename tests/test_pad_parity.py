@@ -245,6 +245,43 @@ def test_data_collator_with_padding_matches(
     run_both(ours, theirs, rows, must_fail=must_fail)
 
 
+@SETTINGS
+@given(
+    first=batches(),
+    then=st.lists(batches(), min_size=1, max_size=3),
+    padding=st.sampled_from([True, "max_length"]),
+    pad_to_multiple_of=st.one_of(st.none(), st.integers(1, 8)),
+    return_tensors=st.sampled_from(["pt", "np"]),
+)
+def test_data_collator_with_padding_matches_batch_after_batch(
+    bert_tokenizer, first, then, padding, pad_to_multiple_of, return_tensors
+):
+    # One collator for every batch: from the second call on it pads with the options its
+    # first successful call settled (its call plan), whatever the rows' format.
+    kwargs = dict(
+        padding=padding,
+        max_length=16 if padding == "max_length" else None,
+        pad_to_multiple_of=pad_to_multiple_of,
+        return_tensors=return_tensors,
+    )
+    ours = fastcollate.DataCollatorWithPadding(bert_tokenizer, **kwargs)
+    theirs = transformers.DataCollatorWithPadding(bert_tokenizer, **kwargs)
+    padded = []
+
+    def ours_recorded(rows):
+        batch = ours(rows)
+        padded.append(rows)
+        return batch
+
+    for rows in [first, *then]:
+        must_fail = longer_than_max_length(rows, kwargs, bert_tokenizer) or (
+            ragged_without_padding(rows, kwargs)
+        )
+        run_both(ours_recorded, theirs, rows, must_fail=must_fail)
+        # Settled by the first call that succeeds: the batches after it go through the plan.
+        assert (ours._call_plan is not None) == bool(padded)
+
+
 def test_data_collator_with_padding_renames_label_ids(bert_tokenizer):
     rows = [{"input_ids": [1, 2, 3], "label_ids": [4, 5]}, {"input_ids": [6], "label_ids": [7, 8]}]
     ours = fastcollate.DataCollatorWithPadding(bert_tokenizer)(copy.deepcopy(rows))

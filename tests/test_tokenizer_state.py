@@ -4,6 +4,9 @@ does in transformers' collator: the cache may never go stale."""
 
 from __future__ import annotations
 
+import pickle
+
+import numpy as np
 import pytest
 import transformers
 from transformers import AutoTokenizer
@@ -133,3 +136,71 @@ def test_an_unhashable_option_gets_the_usual_error(bert_tokenizer):
     for _ in range(2):
         with pytest.raises(ValueError, match="max_length must be a non-negative integer"):
             fastcollate.pad(rows, bert_tokenizer, padding="max_length", max_length=[3])
+
+
+def _same_outcome(ours, theirs, rows):
+    """The same batch from both collators, or the same exception type from both."""
+    try:
+        expected = theirs([dict(r) for r in rows])
+    except (ValueError, TypeError) as err:
+        with pytest.raises(type(err)):
+            ours([dict(r) for r in rows])
+        return
+    assert_same_batch(ours([dict(r) for r in rows]), expected)
+
+
+@pytest.mark.parametrize("padding", [True, "max_length"])
+@pytest.mark.parametrize("change", list(CHANGES), ids=list(CHANGES))
+def test_one_collator_sees_a_change_between_its_batches(fresh_tokenizer, change, padding):
+    # The collator's own call plan (settled options kept between calls) must not go stale
+    # either.
+    tok = fresh_tokenizer
+    ours = fastcollate.DataCollatorWithPadding(tok, padding=padding)
+    theirs = transformers.DataCollatorWithPadding(tok, padding=padding)
+    for _ in range(2):
+        _same_outcome(ours, theirs, ROWS)
+    assert ours._call_plan is not None, "the call plan is not used"
+    for step in CHANGES[change]:
+        step(tok)
+        _same_outcome(ours, theirs, ROWS)
+        _same_outcome(ours, theirs, ROWS)
+
+
+FIELD_CHANGES = {
+    "padding": [("padding", True)],
+    "max_length": [("max_length", 12)],
+    "pad_to_multiple_of": [("pad_to_multiple_of", 4)],
+    "return_tensors": [("return_tensors", "np")],
+    "an invalid padding, then a valid one": [("padding", "sideways"), ("padding", "longest")],
+    "max_length as a numpy integer": [("max_length", np.int64(12))],
+    "tokenizer": [("tokenizer", "left")],
+}
+
+
+@pytest.mark.parametrize("change", list(FIELD_CHANGES), ids=list(FIELD_CHANGES))
+def test_one_collator_sees_its_fields_change(model_path, change):
+    tok = AutoTokenizer.from_pretrained(model_path)
+    fields = dict(padding="max_length", max_length=8)
+    ours = fastcollate.DataCollatorWithPadding(tok, **fields)
+    theirs = transformers.DataCollatorWithPadding(tok, **fields)
+    for _ in range(2):
+        _same_outcome(ours, theirs, ROWS)
+    assert ours._call_plan is not None, "the call plan is not used"
+    for name, value in FIELD_CHANGES[change]:
+        if name == "tokenizer":
+            value = AutoTokenizer.from_pretrained(model_path, padding_side=value)
+        setattr(ours, name, value)
+        setattr(theirs, name, value)
+        _same_outcome(ours, theirs, ROWS)
+        _same_outcome(ours, theirs, ROWS)
+
+
+def test_a_pickled_collator_leaves_its_call_plan_behind(bert_tokenizer):
+    collator = fastcollate.DataCollatorWithPadding(bert_tokenizer)
+    collator([dict(r) for r in ROWS])
+    assert collator._call_plan is not None
+    copied = pickle.loads(pickle.dumps(collator))
+    assert "_call_plan" not in vars(copied)
+    expected = transformers.DataCollatorWithPadding(bert_tokenizer)([dict(r) for r in ROWS])
+    for _ in range(2):
+        assert_same_batch(copied([dict(r) for r in ROWS]), expected)

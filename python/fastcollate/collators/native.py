@@ -14,3 +14,9 @@ def collate(features: Any, groups: list, **options: Any) -> dict:
     if isinstance(features, ArrowBatch):
         return features.collate(groups, **options)
     return _native.collate(features, groups, **options)
+
+
+def collate_rows(rows: list, groups: list, options: dict) -> dict:
+    """`_native.collate` for a list of rows, with its keyword options as one prepared dict:
+    for callers that settled them once for many calls."""
+    return _native.collate(rows, groups, **options)

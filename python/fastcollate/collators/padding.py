@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -21,8 +21,9 @@ from .._internal.tensors import (
     torch_module,
 )
 from ..arrow import ArrowBatch
-from .native import collate
+from .native import collate, collate_rows
 from .padding_options import PadSettings, padding_group
+from .tokenizer_state import state_key
 
 
 def _is_single_example(main_value: Any) -> bool:
@@ -196,16 +197,7 @@ def pad(
     if options and list not in map(type, batch.values()):
         out = batch  # every key a tensor already
     else:
-        if main_kind is not None:
-            _values_to_python(batch)
-        kept = ()
-        if keep_arrays:
-            kept = [
-                key
-                for key, values in batch.items()
-                if type(values) is list and _holds_arrays(values)
-            ]
-        out = convert(batch, return_tensors, stacked_as_batch_encoding=kept)
+        out = _converted(batch, main_kind, keep_arrays, return_tensors)
     if aside is not None:
         put_back(out, aside, return_tensors)
     if single:
@@ -213,6 +205,20 @@ def pad(
     if pin_memory:
         pin_tensors(out)
     return batch_encoding(out)
+
+
+def _converted(batch: dict, main_kind: str | None, keep_arrays: bool,
+               return_tensors: str | None) -> dict:
+    """The native output in the requested format, for a batch where some key came back as a
+    list (of Python objects, or of ragged rows)."""
+    if main_kind is not None:
+        _values_to_python(batch)
+    kept = ()
+    if keep_arrays:
+        kept = [
+            key for key, values in batch.items() if type(values) is list and _holds_arrays(values)
+        ]
+    return convert(batch, return_tensors, stacked_as_batch_encoding=kept)
 
 
 def _values_to_python(batch: dict) -> None:
@@ -246,6 +252,52 @@ def _unbatch(value: Any) -> Any:
     return value.reshape(value.shape[1:])
 
 
+class _CallPlan:
+    """What a `DataCollatorWithPadding` call settles before padding, kept for the next call:
+    valid while the collator's fields are the same objects and the tokenizer's state key
+    (`tokenizer_state.state_key`: the objects transformers stores the pad token, padding side
+    and the rest in) compares equal."""
+
+    __slots__ = ("fields", "tokenizer_key", "main", "groups", "options")
+
+    def __init__(self, fields: tuple, tokenizer_key: tuple, settings: PadSettings, group: tuple,
+                 return_tensors: str):
+        self.fields = fields
+        self.tokenizer_key = tokenizer_key
+        self.main = settings.main_input
+        self.groups = [group]
+        # `_native.collate`'s options for each kind of main input (None: Python lists), as
+        # `pad` passes them; under "pt" the native call builds the tensors.
+        common: dict[str, Any] = {"float32": return_tensors == "pt", "allow_ragged": False}
+        if return_tensors == "pt":
+            common["to_tensor"] = torch_module().from_numpy
+        self.options = {
+            kind: {**common, "keep_arrays": kind is None} for kind in (None, "np", "pt")
+        }
+
+
+def _row_main_kind(first: dict, main: str) -> tuple[bool, str | None]:
+    """(whether the batch whose row 0 is `first` takes the planned path, its main input's
+    kind): token ids as a list of ints, or a numpy array, or a torch tensor; an attention mask
+    of at most one dimension (a stacked mask is set aside by `pad`)."""
+    value = first.get(main)
+    value_type = type(value)
+    if value_type is list:
+        if not value or type(value[0]) is not int:
+            return False, None
+        kind = None
+    elif value_type is np.ndarray:
+        kind = "np"
+    elif is_torch_tensor(value):
+        kind = "pt"
+    else:
+        return False, None
+    mask = first.get("attention_mask")
+    if mask is not None and type(mask) is not list and getattr(mask, "ndim", 0) > 1:
+        return False, None
+    return True, kind
+
+
 @dataclass
 class DataCollatorWithPadding:
     """Same fields and output as `transformers.DataCollatorWithPadding`: pads with the
@@ -263,9 +315,17 @@ class DataCollatorWithPadding:
     return_tensors: str = "pt"
     pin_memory: bool = False
 
+    # The settled options of the last call (see `_CallPlan`); not a field.
+    _call_plan: ClassVar[_CallPlan | None] = None
+
     def __post_init__(self):
         return_tensors = getattr(self.return_tensors, "value", self.return_tensors)
         check_pin_memory(self.pin_memory, return_tensors)
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_call_plan", None)  # rebuilt on the first call wherever it is unpickled
+        return state
 
     @property
     def accepts_arrow_batches(self) -> bool:
@@ -273,19 +333,84 @@ class DataCollatorWithPadding:
         return type(self).__call__ is DataCollatorWithPadding.__call__
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
+        plan = self._call_plan
+        tokenizer = self.tokenizer
+        fields = plan.fields if plan is not None else ()
+        if (
+            fields
+            # The same objects: the options plan was settled from are unchanged.
+            and fields[0] is tokenizer
+            and fields[1] is self.padding
+            and fields[2] is self.max_length
+            and fields[3] is self.pad_to_multiple_of
+            and fields[4] is self.return_tensors
+            and fields[5] is self.pin_memory
+            and type(features) is list
+            and features
+            and type(features[0]) is dict
+            and state_key(tokenizer) == plan.tokenizer_key
+        ):
+            first = features[0]
+            main_value = first.get(plan.main)
+            mask = first.get("attention_mask")
+            if (
+                # The usual row, settled here: token ids and mask as lists of ints.
+                type(main_value) is list
+                and main_value
+                and type(main_value[0]) is int
+                and (mask is None or type(mask) is list)
+            ):
+                planned, main_kind = True, None
+            else:
+                planned, main_kind = _row_main_kind(first, plan.main)
+            if planned:
+                batch = collate_rows(features, plan.groups, plan.options[main_kind])
+                if list in map(type, batch.values()):
+                    batch = _converted(batch, main_kind, main_kind is None, fields[4])
+                # `_renamed_labels`, spelled out: a call is a fortieth of what is left.
+                if "label" in batch:
+                    batch["labels"] = batch.pop("label")
+                if "label_ids" in batch:
+                    batch["labels"] = batch.pop("label_ids")
+                return batch_encoding(batch)
         batch = pad(
             features,
-            self.tokenizer,
+            tokenizer,
             padding=self.padding,
             max_length=self.max_length,
             pad_to_multiple_of=self.pad_to_multiple_of,
             return_tensors=self.return_tensors,
             pin_memory=self.pin_memory,
         )
-        # Renamed in the underlying dict: a BatchEncoding's Python-level item methods cost
-        # about a microsecond a batch, a tenth of a small batch's time.
-        data = batch if type(batch) is dict else batch.data  # pad() gives one of the two
-        for old in ("label", "label_ids"):
-            if old in data:
-                data["labels"] = data.pop(old)
-        return batch
+        self._plan_next_call()
+        return _renamed_labels(batch)
+
+    def _plan_next_call(self) -> None:
+        """Settles the options for the calls to come, after a call that succeeded with them:
+        only with plain "pt" / "np" output, no pinning, and a tokenizer with a state key."""
+        return_tensors = self.return_tensors
+        if type(return_tensors) is not str or return_tensors not in ("pt", "np"):
+            return
+        if self.pin_memory is not False:
+            return
+        tokenizer = self.tokenizer
+        key = state_key(tokenizer)
+        if key is None:
+            return
+        settings = PadSettings.resolve(tokenizer)
+        group = padding_group(settings, self.padding, self.max_length, self.pad_to_multiple_of,
+                              None)
+        fields = (tokenizer, self.padding, self.max_length, self.pad_to_multiple_of,
+                  return_tensors, self.pin_memory)
+        self._call_plan = _CallPlan(fields, key, settings, group, return_tensors)
+
+
+def _renamed_labels(batch: Any) -> Any:
+    """`label` / `label_ids` renamed to `labels`, as transformers' collator renames them."""
+    # Renamed in the underlying dict: a BatchEncoding's Python-level item methods cost about
+    # a microsecond a batch, a tenth of a small batch's time.
+    data = batch if type(batch) is dict else batch.data  # pad() gives one of the two
+    for old in ("label", "label_ids"):
+        if old in data:
+            data["labels"] = data.pop(old)
+    return batch
