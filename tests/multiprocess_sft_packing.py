@@ -13,7 +13,8 @@ import datasets
 import torch
 from conftest import model_dir
 from rank_report import finish_rank
-from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+from tiny_models import tiny_llama_config
+from transformers import AutoTokenizer, LlamaForCausalLM
 from trl import SFTConfig, SFTTrainer
 
 import fastcollate
@@ -51,15 +52,7 @@ class RecordingTrainer(SFTTrainer):
 def run(out: str, seed: int) -> dict:
     torch.manual_seed(seed)
     tokenizer = AutoTokenizer.from_pretrained(model_dir())
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-    )
+    config = tiny_llama_config(tokenizer)
     model = LlamaForCausalLM(config)
     args = SFTConfig(
         output_dir=out,

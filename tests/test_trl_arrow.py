@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from test_trl_patch import MODES, _dataset  # noqa: E402
 from test_trl_preference import dpo_case, kto_case, reward_case  # noqa: E402
-from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM  # noqa: E402
+from tiny_models import tiny_llama_config  # noqa: E402
+from transformers import AutoTokenizer, LlamaForCausalLM  # noqa: E402
 from trl.trainer.dpo_trainer import DataCollatorForPreference as TRLPreference  # noqa: E402
 from trl.trainer.kto_trainer import DataCollatorForUnpairedPreference as TRLUnpaired  # noqa: E402
 from trl.trainer.reward_trainer import DataCollatorForPreference as TRLReward  # noqa: E402
@@ -66,15 +67,7 @@ def _trainer(model_path, tmp_path, mode: str, trainer_class, **extra):
     fixture dataset of test_trl_patch, in one of its modes."""
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-    )
+    config = tiny_llama_config(tokenizer)
     dataset = extra.pop("train_dataset", None) or _dataset(tokenizer)
     args = trl.SFTConfig(
         output_dir=str(tmp_path / mode),
@@ -402,14 +395,8 @@ def _preference_trainer(model_path, tmp_path, kind: str, trainer_class):
 
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
+    config = tiny_llama_config(
+        tokenizer,
         pad_token_id=tokenizer.pad_token_id,
         num_labels=1,
     )

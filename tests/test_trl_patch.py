@@ -16,7 +16,8 @@ import trl  # noqa: E402
 import trl.data_utils  # noqa: E402
 import trl.trainer.sft_trainer as sft_module  # noqa: E402
 from datasets import Dataset  # noqa: E402
-from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM  # noqa: E402
+from tiny_models import tiny_llama_config  # noqa: E402
+from transformers import AutoTokenizer, LlamaForCausalLM  # noqa: E402
 from trl import SFTConfig, SFTTrainer  # noqa: E402
 
 import fastcollate  # noqa: E402
@@ -72,15 +73,7 @@ def _trainer(model_path, tmp_path, mode: str, data: str = "tokenized") -> SFTTra
     """SFTTrainer on a seeded tiny Llama."""
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-    )
+    config = tiny_llama_config(tokenizer)
     model = LlamaForCausalLM(config)
     args = SFTConfig(
         output_dir=str(tmp_path / mode),

@@ -14,6 +14,7 @@ pytest.importorskip("trl", reason="TRL needs Python >= 3.11 (the trl extra)")
 
 import torch  # noqa: E402
 from datasets import Dataset  # noqa: E402
+from tiny_models import tiny_llama_config  # noqa: E402
 from transformers import (  # noqa: E402
     AutoTokenizer,
     LlamaConfig,
@@ -48,17 +49,7 @@ def _tokenizer(model_path):
 
 
 def _config(tokenizer, **extra) -> LlamaConfig:
-    return LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-        pad_token_id=tokenizer.pad_token_id,
-        **extra,
-    )
+    return tiny_llama_config(tokenizer, pad_token_id=tokenizer.pad_token_id, **extra)
 
 
 def _common(tmp_path) -> dict:
