@@ -23,7 +23,7 @@ from .._internal.tensors import (
 from ..arrow import ArrowBatch
 from .native import collate, collate_rows
 from .padding_options import PadSettings, padding_group
-from .tokenizer_state import state_key
+from .tokenizer_state import has_state_key, state_key
 
 
 def _is_single_example(main_value: Any) -> bool:
@@ -348,7 +348,7 @@ class DataCollatorWithPadding:
             and type(features) is list
             and features
             and type(features[0]) is dict
-            and state_key(tokenizer) == plan.tokenizer_key
+            and has_state_key(tokenizer, plan.tokenizer_key)
         ):
             first = features[0]
             main_value = first.get(plan.main)
