@@ -187,10 +187,7 @@ def _batch_encoding_class() -> tuple[Any, dict | None, Any] | None:
             attributes.pop("data", None)
             if attributes == _USUAL_ATTRIBUTES:
                 attributes = None
-            # Made by object's __new__ unless the class has its own.
-            new = BatchEncoding.__new__
-            if new is object.__new__:
-                new = object.__new__
+            new = BatchEncoding.__new__  # looked up once, not on every call
             _BATCH_ENCODING.append((BatchEncoding, attributes, new))
     return _BATCH_ENCODING[0]
 
