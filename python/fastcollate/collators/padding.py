@@ -369,12 +369,12 @@ class DataCollatorWithPadding:
                 and (mask is None or type(mask) is list)
             ):
                 planned, main_kind = True, None
-            elif main_type in plan.array_kinds and (
+            elif (main_kind := plan.array_kinds.get(main_type)) is not None and (
                 # Token ids and mask as numpy arrays or torch tensors (exactly those classes),
                 # the mask of at most one dimension, settled here too.
                 mask is None or (type(mask) is main_type and mask.ndim <= 1)
             ):
-                planned, main_kind = True, plan.array_kinds[main_type]
+                planned = True
             else:
                 planned, main_kind = _row_main_kind(first, plan.main)
             if planned:
