@@ -388,3 +388,21 @@ def test_pad_returns_batch_encoding_that_moves_to_device(bert_tokenizer):
     assert isinstance(out, transformers.BatchEncoding)
     moved = out.to("cpu")
     assert torch.equal(moved["input_ids"], torch.tensor([[1, 2], [3, 0]]))
+
+
+@pytest.mark.parametrize("planned", [False, True], ids=["through pad", "through a call plan"])
+def test_collator_batch_encoding_holds_what_transformers_one_holds(bert_tokenizer, planned):
+    rows = [{"input_ids": [1, 2], "label": 0}, {"input_ids": [3], "label": 1}]
+    ours = fastcollate.DataCollatorWithPadding(bert_tokenizer)
+    theirs = transformers.DataCollatorWithPadding(bert_tokenizer)([dict(r) for r in rows])
+    # The first call goes through `pad` and settles a plan, which the second call follows.
+    for _ in range(2 if planned else 1):
+        out = ours([dict(r) for r in rows])
+    assert ours._call_plan is not None
+    assert type(out) is type(theirs)
+    assert vars(out).keys() == vars(theirs).keys()
+    assert {k: v for k, v in vars(out).items() if k != "data"} == {
+        k: v for k, v in vars(theirs).items() if k != "data"
+    }
+    assert type(out.data) is type(theirs.data) and list(out.data) == list(theirs.data)
+    assert out.is_fast == theirs.is_fast and out.n_sequences == theirs.n_sequences

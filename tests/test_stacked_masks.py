@@ -157,3 +157,34 @@ def test_masks_that_cannot_be_stacked(bert_tokenizer, kind, odd):
     theirs = transformers.DataCollatorWithPadding(bert_tokenizer)
     ours = fastcollate.DataCollatorWithPadding(bert_tokenizer)
     _both(theirs, ours, rows)
+
+
+def _as_kind(kind: str, values: list):
+    return torch.tensor(values) if kind == "torch" else np.array(values)
+
+
+@pytest.mark.parametrize("return_tensors", ["pt", "np"])
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_settled_collator_still_stacks_masks_of_its_rows_kind(
+    bert_tokenizer, kind, shape, return_tensors
+):
+    # Token ids and masks as arrays (tensors) of one class: after calls on one-dimensional
+    # masks settle the collator's call plan, rows of that class with a stacked mask still go
+    # the way transformers takes them.
+    theirs = transformers.DataCollatorWithPadding(bert_tokenizer, return_tensors=return_tensors)
+    ours = fastcollate.DataCollatorWithPadding(bert_tokenizer, return_tensors=return_tensors)
+    flat = [
+        {"input_ids": _as_kind(kind, [101] + [2000] * (n - 2) + [102]),
+         "attention_mask": _as_kind(kind, [1] * n)}
+        for n in LENGTHS
+    ]
+    for _ in range(2):
+        _both(theirs, ours, flat)
+    assert ours._call_plan is not None
+    stacked = [
+        {"input_ids": row["input_ids"], "attention_mask": _mask(kind, shape, i)}
+        for i, row in enumerate(flat)
+    ]
+    _both(theirs, ours, stacked)
+    _both(theirs, ours, flat)

@@ -8,6 +8,7 @@ import pickle
 
 import numpy as np
 import pytest
+import tokenizers
 import transformers
 from transformers import AutoTokenizer
 
@@ -24,6 +25,17 @@ ROWS = [
 
 def _set(name, value):
     return lambda tok: setattr(tok, name, value)
+
+
+def _swap_in_vocabulary(first, second):
+    """Replaces the backend's model with one whose vocabulary swaps two tokens' ids."""
+
+    def swap(tok):
+        vocab = tok.backend_tokenizer.get_vocab(with_added_tokens=False)
+        vocab[first], vocab[second] = vocab[second], vocab[first]
+        tok.backend_tokenizer.model = tokenizers.models.WordPiece(vocab=vocab, unk_token="[UNK]")
+
+    return swap
 
 
 # Each a sequence of changes to what padding reads from the tokenizer; after each, the next
@@ -54,6 +66,16 @@ CHANGES = {
         )
     ],
     "model max length": [_set("model_max_length", 9)],
+    # The pad token's AddedToken object stays, its text is changed in place.
+    "pad token's text changed in place": [
+        lambda tok: setattr(tok._special_tokens_map["pad_token"], "content", "[UNK]")
+    ],
+    # The backend object and its vocabulary size stay, the pad token's id changes.
+    "vocabulary replaced with one of the same size": [
+        _set("pad_token", "hello"),
+        _swap_in_vocabulary("hello", "world"),
+    ],
+    "token lookup replaced on the instance": [_set("convert_tokens_to_ids", lambda token: 7)],
 }
 
 

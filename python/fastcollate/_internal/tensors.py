@@ -168,11 +168,15 @@ def pin_tensors(batch: dict) -> None:
 
 
 _BATCH_ENCODING: list = []
+# What an empty BatchEncoding holds besides `data` in the transformers versions this knows: then
+# its attributes are set one by one (no copy of a prototype dict to make).
+_USUAL_ATTRIBUTES = {"_encodings": None, "_n_sequences": None}
 
 
-def _batch_encoding_class() -> tuple[Any, dict] | None:
-    """transformers' BatchEncoding and the attributes an empty one holds besides `data`, or
-    None without transformers."""
+def _batch_encoding_class() -> tuple[Any, dict | None, Any] | None:
+    """transformers' BatchEncoding, the attributes an empty one holds besides `data` (None
+    where they are `_USUAL_ATTRIBUTES`) and what makes a bare one, or None without
+    transformers."""
     if not _BATCH_ENCODING:
         try:
             from transformers import BatchEncoding
@@ -181,7 +185,10 @@ def _batch_encoding_class() -> tuple[Any, dict] | None:
         else:
             attributes = dict(vars(BatchEncoding()))
             attributes.pop("data", None)
-            _BATCH_ENCODING.append((BatchEncoding, attributes))
+            if attributes == _USUAL_ATTRIBUTES:
+                attributes = None
+            new = BatchEncoding.__new__  # looked up once, not on every call
+            _BATCH_ENCODING.append((BatchEncoding, attributes, new))
     return _BATCH_ENCODING[0]
 
 
@@ -191,13 +198,18 @@ def batch_encoding(data: dict):
     found = _BATCH_ENCODING[0] if _BATCH_ENCODING else _batch_encoding_class()
     if found is None:
         return data
-    cls, attributes = found
+    cls, attributes, new = found
     # What `BatchEncoding()` then `.data = data` gives (an empty one's attributes, `data` as
     # its store), without running its __init__: that, and filling it key by key through
-    # UserDict's Python-level __setitem__, cost ~1 us a batch. A copy of those attributes
-    # given as its __dict__ costs less again than filling its own.
-    encoding = cls.__new__(cls)
-    attributes = attributes.copy()
-    attributes["data"] = data
-    encoding.__dict__ = attributes
+    # UserDict's Python-level __setitem__, cost ~1 us a batch.
+    encoding = new(cls)
+    if attributes is None:
+        store = encoding.__dict__
+        store["data"] = data
+        store["_encodings"] = None
+        store["_n_sequences"] = None
+    else:
+        attributes = attributes.copy()
+        attributes["data"] = data
+        encoding.__dict__ = attributes
     return encoding

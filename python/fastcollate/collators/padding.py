@@ -3,6 +3,7 @@ core."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -23,7 +24,7 @@ from .._internal.tensors import (
 from ..arrow import ArrowBatch
 from .native import collate, collate_rows
 from .padding_options import PadSettings, padding_group
-from .tokenizer_state import state_key
+from .tokenizer_state import has_state_key, state_key
 
 
 def _is_single_example(main_value: Any) -> bool:
@@ -258,7 +259,7 @@ class _CallPlan:
     (`tokenizer_state.state_key`: the objects transformers stores the pad token, padding side
     and the rest in) compares equal."""
 
-    __slots__ = ("fields", "tokenizer_key", "main", "groups", "options")
+    __slots__ = ("fields", "tokenizer_key", "main", "groups", "options", "array_kinds")
 
     def __init__(self, fields: tuple, tokenizer_key: tuple, settings: PadSettings, group: tuple,
                  return_tensors: str):
@@ -274,6 +275,12 @@ class _CallPlan:
         self.options = {
             kind: {**common, "keep_arrays": kind is None} for kind in (None, "np", "pt")
         }
+        # The main input's kind for rows whose token ids are of exactly these classes (torch's
+        # where torch is imported; other rows are told apart by `_row_main_kind`).
+        self.array_kinds: dict[type, str] = {np.ndarray: "np"}
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            self.array_kinds[torch.Tensor] = "pt"
 
 
 def _row_main_kind(first: dict, main: str) -> tuple[bool, str | None]:
@@ -348,19 +355,26 @@ class DataCollatorWithPadding:
             and type(features) is list
             and features
             and type(features[0]) is dict
-            and state_key(tokenizer) == plan.tokenizer_key
+            and has_state_key(tokenizer, plan.tokenizer_key)
         ):
             first = features[0]
             main_value = first.get(plan.main)
             mask = first.get("attention_mask")
+            main_type = type(main_value)
             if (
                 # The usual row, settled here: token ids and mask as lists of ints.
-                type(main_value) is list
+                main_type is list
                 and main_value
                 and type(main_value[0]) is int
                 and (mask is None or type(mask) is list)
             ):
                 planned, main_kind = True, None
+            elif (main_kind := plan.array_kinds.get(main_type)) is not None and (
+                # Token ids and mask as numpy arrays or torch tensors (exactly those classes),
+                # the mask of at most one dimension, settled here too.
+                mask is None or (type(mask) is main_type and mask.ndim <= 1)
+            ):
+                planned = True
             else:
                 planned, main_kind = _row_main_kind(first, plan.main)
             if planned:

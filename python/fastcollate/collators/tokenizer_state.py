@@ -3,15 +3,18 @@
 `tokenizer.pad_token_id` goes through transformers' `__getattr__` and `convert_tokens_to_ids`:
 about 1.5 µs, a tenth of a small batch. Caching its value alone would be unsound (the pad
 token can be replaced, or added to the vocabulary after being set), so the cache is keyed by
-everything the value is computed from, read where transformers itself stores it: the pad and
-unknown tokens in `_special_tokens_map`, the backend tokenizer object and its vocabulary size
-(adding tokens grows it), and the plain attributes `padding_side`, `model_input_names`,
-`model_max_length` and `_pad_token_type_id`. A key that differs in any of them resolves the
-settings again through transformers' own attributes.
+everything the value is computed from, read where transformers itself reads it: the pad
+token's text (`str()` of what `_special_tokens_map` holds: an `AddedToken`'s text can be
+changed in place) and the id the backend tokenizer's `token_to_id` gives for it (asked every
+time: adding tokens, or replacing the backend's model, changes the backend object in place),
+with the unknown token's text and id where the pad token has none; and the plain attributes
+`padding_side`, `model_input_names`, `model_max_length` and `_pad_token_type_id`. A key that
+differs in any of them resolves the settings again through transformers' own attributes.
 
 Only tokenizers whose class uses transformers' own lookups for all of these are keyed this way
-(`_is_keyable`); any other object, an older transformers that stores them elsewhere, or a
-subclass that overrides one of the lookups is read through its attributes on every call.
+(`_is_keyable`), and only while no instance attribute shadows one of them (`_SHADOWING`); any
+other object, an older transformers that stores them elsewhere, or a subclass that overrides
+one of the lookups is read through its attributes on every call.
 """
 
 from __future__ import annotations
@@ -74,6 +77,36 @@ def _is_keyable(cls: type) -> bool:
     return "pad_token" in getattr(cls, "SPECIAL_TOKENS_ATTRIBUTES", ())
 
 
+# Names that, set on an instance, would answer instead of transformers' lookups.
+_SHADOWING = (
+    "pad_token_id",
+    "pad_token",
+    "unk_token_id",
+    "unk_token",
+    "SPECIAL_TOKENS_ATTRIBUTES",
+    "convert_tokens_to_ids",
+    "_convert_token_to_id_with_added_voc",
+)
+
+
+def _pad_id_inputs(special: Any, backend: Any) -> tuple:
+    """What transformers computes `pad_token_id` from: the pad token's text and the backend's
+    id for it, and where that is None (not in the vocabulary: the unknown token's id is used)
+    the unknown token's text and id too."""
+    pad = special.get("pad_token")
+    if pad is None:
+        return (None, None, None, None)
+    content = str(pad)
+    index = backend.token_to_id(content)
+    if index is not None:
+        return (content, index, None, None)
+    unk = special.get("unk_token")
+    if unk is None:
+        return (content, None, None, None)
+    unk_content = str(unk)
+    return (content, None, unk_content, backend.token_to_id(unk_content))
+
+
 def state_key(tokenizer: Any) -> tuple | None:
     """What a tokenizer's padding settings are computed from, or None where they cannot be
     keyed soundly (then they are read through its attributes)."""
@@ -84,28 +117,60 @@ def state_key(tokenizer: Any) -> tuple | None:
     if not keyable:
         return None
     attributes = tokenizer.__dict__
+    if not attributes.keys().isdisjoint(_SHADOWING):
+        return None  # set on the instance itself: transformers' lookup is bypassed
+    try:
+        return (
+            cls,
+            _pad_id_inputs(attributes["_special_tokens_map"], attributes["_tokenizer"]),
+            attributes["_pad_token_type_id"],
+            attributes["padding_side"],
+            # A copy: the tokenizer's list may be changed in place.
+            list(attributes["model_input_names"]),
+            attributes["model_max_length"],
+        )
+    except (KeyError, AttributeError, TypeError):
+        return None
+
+
+def has_state_key(tokenizer: Any, key: tuple) -> bool:
+    """Whether `state_key(tokenizer) == key`, for a `key` that `state_key` gave, without
+    building a new key (that was a tenth of a planned collator call)."""
+    # `key[0]`, the class, was keyable when the key was made, and keyability is remembered
+    # per class: the same class is keyable still.
+    if type(tokenizer) is not key[0]:
+        return False
+    attributes = tokenizer.__dict__
     if (
         "pad_token_id" in attributes
         or "pad_token" in attributes
         or "unk_token_id" in attributes
         or "unk_token" in attributes
+        or "SPECIAL_TOKENS_ATTRIBUTES" in attributes
+        or "convert_tokens_to_ids" in attributes
+        or "_convert_token_to_id_with_added_voc" in attributes
     ):
-        return None  # set on the instance itself: transformers' lookup is bypassed
+        return False
     try:
         special = attributes["_special_tokens_map"]
         backend = attributes["_tokenizer"]
+        expected = key[1]
+        pad = special.get("pad_token")
+        if pad is not None and expected[1] is not None:
+            # The usual case, spelled out: a pad token the vocabulary has.
+            if str(pad) != expected[0] or backend.token_to_id(expected[0]) != expected[1]:
+                return False
+        elif _pad_id_inputs(special, backend) != expected:
+            return False
         return (
-            special.get("pad_token"),
-            special.get("unk_token"),
-            backend,
-            backend.get_vocab_size(True),
-            attributes["_pad_token_type_id"],
-            attributes["padding_side"],
-            tuple(attributes["model_input_names"]),
-            attributes["model_max_length"],
+            attributes["_pad_token_type_id"] == key[2]
+            and attributes["padding_side"] == key[3]
+            # (Not a list: never equal, so read through its attributes every call.)
+            and attributes["model_input_names"] == key[4]
+            and attributes["model_max_length"] == key[5]
         )
     except (KeyError, AttributeError, TypeError):
-        return None
+        return False
 
 
 class _Entry:
@@ -124,12 +189,12 @@ _MAX_ENTRIES = 64
 def cached(tokenizer: Any, compute: Any) -> Any:
     """`compute(tokenizer)`, remembered per tokenizer until its state key changes (always
     computed where it has none)."""
+    entry = _ENTRIES.get(id(tokenizer))
+    if entry is not None and entry.tokenizer() is tokenizer and has_state_key(tokenizer, entry.key):
+        return entry.value
     key = state_key(tokenizer)
     if key is None:
         return compute(tokenizer)
-    entry = _ENTRIES.get(id(tokenizer))
-    if entry is not None and entry.tokenizer() is tokenizer and entry.key == key:
-        return entry.value
     value = compute(tokenizer)
     if len(_ENTRIES) >= _MAX_ENTRIES:
         _ENTRIES.clear()
