@@ -85,7 +85,7 @@ def compare_exchange(
 
 def pad_prompt_completion(
     features: Sequence[Mapping[str, Any]],
-    prompt_key: str,
+    prompt_key: str | None,  # None: every prompt empty
     completion_keys: Sequence[str],
     *,
     together: bool,  # one padded set for all completion keys (rows in key order), else one each
@@ -93,7 +93,8 @@ def pad_prompt_completion(
     multiple: int | None,
     max_length: int | None,  # each joined sequence cut to this many tokens
     keep_end: bool,  # keep the last max_length tokens, not the first
-) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]: ...  # int64 ids, attention, completion mask
+    completion_mask: bool = True,  # False: the third matrix is None (not written)
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]: ...  # int64 ids, attention, completion
 
 def flatten_batch(
     features: Sequence[Mapping[str, Any]],

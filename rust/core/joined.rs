@@ -32,6 +32,8 @@ pub struct JoinOptions {
     pub max_length: Option<usize>,
     /// Keep the last `max_length` tokens instead of the first.
     pub keep_end: bool,
+    /// Write the completion mask (else `JoinedBatch::completion_mask` is left empty).
+    pub completion_mask: bool,
 }
 
 /// `rows` × `width` matrices, row-major.
@@ -41,7 +43,19 @@ pub struct JoinedBatch {
     pub width: usize,
     pub input_ids: Vec<i64>,
     pub attention_mask: Vec<i64>,
+    /// Empty unless `JoinOptions::completion_mask`.
     pub completion_mask: Vec<i64>,
+}
+
+/// An empty vector with room for `cells` values, or an error naming the output.
+fn reserved(cells: usize) -> Result<Vec<i64>> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(cells)
+        .map_err(|_| CollateError::OutOfMemory {
+            key: "input_ids".to_string(),
+            bytes: cells.saturating_mul(8),
+        })?;
+    Ok(out)
 }
 
 /// The part of the prompt and of the completion a joined sequence keeps.
@@ -113,24 +127,27 @@ pub fn pad_joined(
         .checked_mul(width)
         .filter(|&cells| cells <= isize::MAX as usize / 8)
         .ok_or_else(too_large)?;
-    let mut input_ids = vec![options.pad_id; cells];
-    let mut attention_mask = vec![0i64; cells];
-    let mut completion_mask = vec![0i64; cells];
-    if width > 0 {
-        let outputs = input_ids
-            .chunks_exact_mut(width)
-            .zip(attention_mask.chunks_exact_mut(width))
-            .zip(completion_mask.chunks_exact_mut(width));
-        let sources = completions
-            .iter()
-            .flat_map(|set| (0..batch).map(move |row| (prompts.row(row), set.row(row))));
-        for (((ids, attention), completion_row), (prompt, completion)) in outputs.zip(sources) {
-            let (prompt, completion) = kept(prompt, completion, options);
-            let end = prompt.len() + completion.len();
-            ids[..prompt.len()].copy_from_slice(prompt);
-            ids[prompt.len()..end].copy_from_slice(completion);
-            attention[..end].fill(1);
-            completion_row[prompt.len()..end].fill(1);
+    // Each cell is written once, row by row: no fill of the whole matrix beforehand.
+    let mut input_ids = reserved(cells)?;
+    let mut attention_mask = reserved(cells)?;
+    let mut completion_mask = reserved(if options.completion_mask { cells } else { 0 })?;
+    let sources = completions
+        .iter()
+        .flat_map(|set| (0..batch).map(move |row| (prompts.row(row), set.row(row))));
+    for (prompt, completion) in sources {
+        let (prompt, completion) = kept(prompt, completion, options);
+        let end = prompt.len() + completion.len();
+        // Within the reservation: `rows` rows of `width` cells, `end <= longest <= width`.
+        let row_end = input_ids.len() + width;
+        input_ids.extend_from_slice(prompt);
+        input_ids.extend_from_slice(completion);
+        input_ids.resize(row_end, options.pad_id);
+        attention_mask.resize(attention_mask.len() + end, 1);
+        attention_mask.resize(row_end, 0);
+        if options.completion_mask {
+            completion_mask.resize(completion_mask.len() + prompt.len(), 0);
+            completion_mask.resize(completion_mask.len() + completion.len(), 1);
+            completion_mask.resize(row_end, 0);
         }
     }
     Ok(JoinedBatch {
@@ -175,6 +192,7 @@ mod tests {
             multiple,
             max_length,
             keep_end,
+            completion_mask: true,
         }
     }
 
@@ -202,6 +220,18 @@ mod tests {
             out.completion_mask,
             vec![0, 0, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 1, 0, 0]
         );
+        let without = pad_joined(
+            view("prompt_ids", &prompts),
+            &[view("chosen_ids", &chosen), view("rejected_ids", &rejected)],
+            &JoinOptions {
+                completion_mask: false,
+                ..options(None, false, None)
+            },
+        )
+        .unwrap();
+        assert_eq!(without.input_ids, out.input_ids);
+        assert_eq!(without.attention_mask, out.attention_mask);
+        assert!(without.completion_mask.is_empty());
     }
 
     #[test]

@@ -51,9 +51,10 @@ fn sequences(column: &Column) -> PyResult<Sequences<'_>> {
 /// Every row's `prompt_key` (none: an empty prompt) joined to its value under each of `completion_keys`, cut to
 /// `max_length` (from the end with `keep_end`) and padded right with `pad_id`: a list of
 /// `(input_ids, attention_mask, completion_mask)` int64 matrices, one for all the keys padded
-/// together (`together`, rows in key order) or one per key.
+/// together (`together`, rows in key order) or one per key; the completion mask is None
+/// unless `completion_mask`.
 #[pyfunction]
-#[pyo3(signature = (features, prompt_key, completion_keys, *, together, pad_id, multiple, max_length, keep_end))]
+#[pyo3(signature = (features, prompt_key, completion_keys, *, together, pad_id, multiple, max_length, keep_end, completion_mask = true))]
 #[allow(clippy::too_many_arguments)]
 pub fn pad_prompt_completion<'py>(
     py: Python<'py>,
@@ -65,6 +66,7 @@ pub fn pad_prompt_completion<'py>(
     multiple: Option<usize>,
     max_length: Option<usize>,
     keep_end: bool,
+    completion_mask: bool,
 ) -> PyResult<Vec<Bound<'py, PyAny>>> {
     let mut keys: Vec<String> = prompt_key.iter().cloned().collect();
     keys.extend(completion_keys);
@@ -101,6 +103,7 @@ pub fn pad_prompt_completion<'py>(
         multiple,
         max_length,
         keep_end,
+        completion_mask,
     };
     let batches: Vec<JoinedBatch> = py.detach(|| {
         if together {
@@ -118,7 +121,11 @@ pub fn pad_prompt_completion<'py>(
             let items = [
                 matrix(py, b.rows, b.width, b.input_ids)?,
                 matrix(py, b.rows, b.width, b.attention_mask)?,
-                matrix(py, b.rows, b.width, b.completion_mask)?,
+                if completion_mask {
+                    matrix(py, b.rows, b.width, b.completion_mask)?
+                } else {
+                    py.None().into_bound(py)
+                },
             ];
             Ok(PyTuple::new(py, items)?.into_any())
         })

@@ -53,6 +53,8 @@ def _rows(examples: Any) -> list:
     rows = examples if isinstance(examples, list) else list(examples)
     if not rows:
         raise ValueError("cannot collate an empty batch: no rows were given")
+    if all(type(example) is dict for example in rows):
+        return rows  # the usual batch, without an ABC check per row
     for row, example in enumerate(rows):
         if not isinstance(example, Mapping):
             raise TypeError(f"row {row} is a {type(example).__name__}; rows must be mappings")
@@ -178,9 +180,11 @@ def _padded_prompt_completion(
     max_length: int | None,
     keep_end: bool,
     report_bad_row: Any,
-) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    completion_mask: bool = True,
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
     """`(input_ids, attention_mask, completion_mask)` of `prompt_key` (None: no prompt) joined
-    to each of `completion_keys` (padded together or one by one), in one native call. If the
+    to each of `completion_keys` (padded together or one by one), in one native call; the
+    completion mask is None (not written) unless `completion_mask`. If the
     call refuses the batch, `report_bad_row()` pads the joined sequences the slow way to raise
     an error that names the row; the native error is raised if it does not."""
     try:
@@ -193,6 +197,7 @@ def _padded_prompt_completion(
             multiple=multiple,
             max_length=max_length,
             keep_end=keep_end,
+            completion_mask=completion_mask,
         )
     except (TypeError, ValueError, OverflowError):
         report_bad_row()
@@ -339,6 +344,7 @@ class RewardDataCollatorForPreference(TakesArrowBatches, _PtOnly, TRLRewardColla
             lambda: _padded_pairs(
                 chosen, rejected, ("chosen_ids", "rejected_ids"), pad_token_id, multiple
             ),
+            completion_mask=False,
         )
         output = {
             "input_ids": _tensor(input_ids, dtype, "input_ids"),
