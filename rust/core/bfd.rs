@@ -577,7 +577,10 @@ mod tests {
         let chunks: [&[u8]; 4] = [&[0, 0, 1, 0], &[], &[2, 0, 3, 0, 4, 0], &[5, 0]];
         let out = gather_chunks(&chunks, 2, &[5, 2, 0, 4], &[1, 2, 1, 1]).unwrap();
         assert_eq!(out, vec![5, 0, 2, 0, 3, 0, 0, 0, 4, 0]);
-        assert_eq!(gather_chunks(&chunks, 2, &[5], &[0]).unwrap(), vec![]);
+        assert_eq!(
+            gather_chunks(&chunks, 2, &[5], &[0]).unwrap(),
+            Vec::<u8>::new()
+        );
         // A piece across two chunks, past the end, or negative is an error, not a panic.
         for (start, length) in [(1, 2), (4, 2), (6, 1), (-1, 1), (0, -1), (i64::MAX, 1)] {
             assert!(matches!(
@@ -610,6 +613,6 @@ mod tests {
             .flat_map(|(&s, &l)| big[s as usize..(s + l) as usize].iter().copied())
             .collect();
         assert_eq!(out, expected);
-        assert_eq!(gather_chunks(&[], 4, &[], &[]).unwrap(), vec![]);
+        assert_eq!(gather_chunks(&[], 4, &[], &[]).unwrap(), Vec::<u8>::new());
     }
 }
