@@ -19,6 +19,7 @@ __all__ = [
     "pack_dataset_bfd",
     "pack_dataset_fullest",
     "pack_dataset_gather",
+    "pack_dataset_gather_chunks",
     "pack_dataset_wrapped",
     "pack_epoch",
     "pack_stream_buffer",
@@ -219,4 +220,10 @@ def pack_dataset_wrapped(
 # indices into the flattened values (int64) for an Arrow take.
 def pack_dataset_gather(
     starts: np.ndarray, lengths: np.ndarray, values: np.ndarray | None = None, width: int = 1
+) -> np.ndarray: ...
+
+# The pieces' fixed-width values (uint8 bytes, width each) in order, read from consecutive
+# chunks of values (each piece inside one chunk) without concatenating them.
+def pack_dataset_gather_chunks(
+    starts: np.ndarray, lengths: np.ndarray, chunks: list[np.ndarray], width: int
 ) -> np.ndarray: ...

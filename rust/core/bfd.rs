@@ -328,31 +328,98 @@ pub fn take_indices(starts: &[i64], lengths: &[i64]) -> Vec<i64> {
 
 /// Copies the pieces out of fixed-width values (`width` bytes each), in order.
 pub fn gather(values: &[u8], width: usize, starts: &[i64], lengths: &[i64]) -> Result<Vec<u8>> {
-    let count = values.len() / width.max(1);
+    gather_chunks(&[values], width, starts, lengths)
+}
+
+/// Copies the pieces out of fixed-width values held in consecutive chunks (the flattened
+/// values are the chunks one after another; `width` bytes a value), in order, into one buffer
+/// allocated once. A piece must lie inside one chunk (pieces are parts of rows, and a row
+/// lies in one chunk), so the values are never concatenated first.
+pub fn gather_chunks(
+    chunks: &[&[u8]],
+    width: usize,
+    starts: &[i64],
+    lengths: &[i64],
+) -> Result<Vec<u8>> {
+    let width = width.max(1);
+    // Where each chunk starts, in values; the last entry is the total.
+    let mut chunk_starts = Vec::with_capacity(chunks.len() + 1);
+    let mut count = 0usize;
+    for chunk in chunks {
+        chunk_starts.push(count);
+        count += chunk.len() / width; // the chunks are in memory: their sum fits in usize
+    }
+    chunk_starts.push(count);
+    // Each piece as (chunk, byte offset in it, byte length), checked before anything is copied.
+    let mut places = Vec::with_capacity(starts.len());
     let mut total = 0usize;
     for (&start, &length) in starts.iter().zip(lengths) {
-        let inside = usize::try_from(start)
-            .ok()
-            .zip(usize::try_from(length).ok());
-        match inside {
-            Some((s, l)) if s.checked_add(l).is_some_and(|end| end <= count) => total += l,
-            _ => {
-                return Err(PackDatasetError::OutOfBounds {
-                    start,
-                    length,
-                    values: count,
-                })
-            }
+        let out_of_bounds = PackDatasetError::OutOfBounds {
+            start,
+            length,
+            values: count,
+        };
+        let (Ok(first), Ok(len)) = (usize::try_from(start), usize::try_from(length)) else {
+            return Err(out_of_bounds);
+        };
+        // The last chunk starting at or before `first` (empty chunks are passed over).
+        let chunk = chunk_starts[..chunks.len()]
+            .partition_point(|&chunk_start| chunk_start <= first)
+            .saturating_sub(1);
+        let inside = first
+            .checked_add(len)
+            .is_some_and(|end| chunks.len() > chunk && end <= chunk_starts[chunk + 1]);
+        if !inside {
+            return Err(out_of_bounds);
         }
+        // Inside a chunk in memory: these byte counts fit in usize.
+        places.push((chunk, (first - chunk_starts[chunk]) * width, len * width));
+        total += len * width;
     }
-    let mut out = Vec::with_capacity(total * width);
-    for (&start, &length) in starts.iter().zip(lengths) {
-        // Checked above: start..start + length lies inside `values`.
-        let (start, length) = (start as usize * width, length as usize * width);
-        out.extend_from_slice(&values[start..start + length]);
+    // Zeroed by the allocator without touching fresh pages; the copy then touches the output
+    // for the first time, which on a virtual machine costs more than the copy itself, so a
+    // large output is written by several threads, each its own run of pieces.
+    let mut out = vec![0u8; total];
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let parts = if total < PARALLEL_GATHER_BYTES {
+        1
+    } else {
+        threads.min(MAX_GATHER_THREADS)
+    };
+    let copy = |output: &mut [u8], places: &[(usize, usize, usize)]| {
+        let mut at = 0;
+        for &(chunk, offset, len) in places {
+            output[at..at + len].copy_from_slice(&chunks[chunk][offset..offset + len]);
+            at += len;
+        }
+    };
+    if parts < 2 {
+        copy(&mut out, &places);
+        return Ok(out);
     }
+    std::thread::scope(|scope| {
+        let (mut rest, mut remaining) = (&mut out[..], &places[..]);
+        for part in (1..=parts).rev() {
+            // This thread's pieces: about a `part`-th of the bytes still to copy.
+            let (mut count, mut bytes) = (0, 0);
+            let share = rest.len() / part;
+            while count < remaining.len() && (part == 1 || bytes < share) {
+                bytes += remaining[count].2;
+                count += 1;
+            }
+            let (output, after) = std::mem::take(&mut rest).split_at_mut(bytes);
+            let (mine, others) = remaining.split_at(count);
+            (rest, remaining) = (after, others);
+            scope.spawn(move || copy(output, mine));
+        }
+    });
     Ok(out)
 }
+
+/// Outputs below this many bytes are gathered on the calling thread.
+const PARALLEL_GATHER_BYTES: usize = 32 << 20;
+/// The most threads one gather uses.
+const MAX_GATHER_THREADS: usize = 8;
 
 #[cfg(test)]
 mod tests {
@@ -503,5 +570,49 @@ mod tests {
                 assert_eq!(placed, (0..total).collect::<Vec<_>>());
             }
         }
+    }
+
+    #[test]
+    fn gather_chunks_reads_each_piece_from_its_chunk() {
+        let chunks: [&[u8]; 4] = [&[0, 0, 1, 0], &[], &[2, 0, 3, 0, 4, 0], &[5, 0]];
+        let out = gather_chunks(&chunks, 2, &[5, 2, 0, 4], &[1, 2, 1, 1]).unwrap();
+        assert_eq!(out, vec![5, 0, 2, 0, 3, 0, 0, 0, 4, 0]);
+        assert_eq!(
+            gather_chunks(&chunks, 2, &[5], &[0]).unwrap(),
+            Vec::<u8>::new()
+        );
+        // A piece across two chunks, past the end, or negative is an error, not a panic.
+        for (start, length) in [(1, 2), (4, 2), (6, 1), (-1, 1), (0, -1), (i64::MAX, 1)] {
+            assert!(matches!(
+                gather_chunks(&chunks, 2, &[start], &[length]),
+                Err(PackDatasetError::OutOfBounds { .. })
+            ));
+        }
+        assert!(gather_chunks(&[], 4, &[0], &[1]).is_err());
+        // Past the threshold the copy is split between threads; the bytes are the same.
+        let big: Vec<u8> = (0..PARALLEL_GATHER_BYTES + 1000).map(|i| i as u8).collect();
+        let (left, right) = big.split_at(big.len() / 3);
+        let starts: Vec<i64> = (0..big.len() as i64 / 1000)
+            .rev()
+            .map(|p| p * 1000)
+            .collect();
+        let lengths: Vec<i64> = starts
+            .iter()
+            .map(|&s| {
+                if (s as usize) < left.len() {
+                    (left.len() as i64 - s).min(1000)
+                } else {
+                    1000
+                }
+            })
+            .collect();
+        let out = gather_chunks(&[left, right], 1, &starts, &lengths).unwrap();
+        let expected: Vec<u8> = starts
+            .iter()
+            .zip(&lengths)
+            .flat_map(|(&s, &l)| big[s as usize..(s + l) as usize].iter().copied())
+            .collect();
+        assert_eq!(out, expected);
+        assert_eq!(gather_chunks(&[], 4, &[], &[]).unwrap(), Vec::<u8>::new());
     }
 }

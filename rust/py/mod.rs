@@ -42,7 +42,8 @@ mod _native {
     use super::masking::{compare_exchange, mask_tokens};
     #[pymodule_export]
     use super::pack_dataset::{
-        pack_dataset_bfd, pack_dataset_fullest, pack_dataset_gather, pack_dataset_wrapped,
+        pack_dataset_bfd, pack_dataset_fullest, pack_dataset_gather, pack_dataset_gather_chunks,
+        pack_dataset_wrapped,
     };
     #[pymodule_export]
     use super::sampling::{pack_epoch, rebalance_epoch};

@@ -106,3 +106,20 @@ pub fn pack_dataset_gather<'py>(
         }
     }
 }
+
+/// The pieces' fixed-width values (`width` bytes each) copied, in order, out of values held in
+/// consecutive chunks (a multi-chunk Arrow column's buffers, never concatenated first).
+#[pyfunction]
+pub fn pack_dataset_gather_chunks<'py>(
+    py: Python<'py>,
+    starts: PyReadonlyArray1<'py, i64>,
+    lengths: PyReadonlyArray1<'py, i64>,
+    chunks: Vec<PyReadonlyArray1<'py, u8>>,
+    width: usize,
+) -> PyResult<Bound<'py, PyArray1<u8>>> {
+    let (starts, lengths) = (borrowed(&starts), borrowed(&lengths));
+    let chunks: Vec<Cow<'_, [u8]>> = chunks.iter().map(borrowed).collect();
+    let slices: Vec<&[u8]> = chunks.iter().map(|chunk| chunk.as_ref()).collect();
+    let out = py.detach(|| bfd::gather_chunks(&slices, width, &starts, &lengths))?;
+    Ok(PyArray1::from_vec(py, out))
+}

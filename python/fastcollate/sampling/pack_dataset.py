@@ -270,7 +270,8 @@ def pack_table(
     if strategy == "wrapped":
         offsets = _native.pack_dataset_wrapped(lengths, bounds, seq_length)
         packed = [
-            build_lists(list_array, offset_type, offsets, flattened(column)) for column in columns
+            build_lists(list_array, offset_type, offsets, concatenated(column))
+            for column in columns
         ]
         return pa.Table.from_arrays(packed, names=names)
 
@@ -283,7 +284,7 @@ def pack_table(
     indices: list[Any] = []  # the take indices, built once if some column needs them
     packed = []
     for column in columns:
-        values = gather(flattened(column), starts, piece_lengths, indices)
+        values = gather(column, starts, piece_lengths, indices)
         packed.append(build_lists(list_array, offset_type, value_offsets, values))
     # TRL: list<int32> offsets, the lengths typed as the first column's list_value_length.
     seq_lengths = build_lists(
@@ -341,22 +342,58 @@ def flattened(column: Any) -> Any:
     return pa.concat_arrays(chunks)
 
 
-def gather(values: Any, starts: np.ndarray, lengths: np.ndarray, indices: list[Any]) -> Any:
-    """The pieces' values in packed order: copied by the core for fixed-width values without
-    nulls, an Arrow `take` otherwise."""
+def fixed_width_bytes(values: Any) -> np.ndarray | None:
+    """The bytes of fixed-width values without nulls (a view of the Arrow buffer), or None
+    where the values are of another kind or have nulls."""
     import pyarrow as pa
 
     kind = values.type
-    if values.null_count == 0 and (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+    if values.null_count or not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+        return None
+    width = kind.bit_width // 8
+    buffer = values.buffers()[1]
+    raw = np.frombuffer(buffer, dtype=np.uint8) if buffer is not None else np.empty(0, np.uint8)
+    return raw[values.offset * width : (values.offset + len(values)) * width]
+
+
+def concatenated(column: Any) -> Any:
+    """A list column's values, rows concatenated: a slice of one chunk; for several chunks of
+    fixed-width values without nulls, copied by the core into one buffer (several threads for a
+    large one), else `pa.concat_arrays`."""
+    chunks = [chunk.flatten() for chunk in column.chunks]
+    if len(chunks) < 2 or chunk_bytes(column.type.value_type, chunks) is None:
+        return flattened(column)
+    counts = np.fromiter((len(chunk) for chunk in chunks), np.int64, len(chunks))
+    starts = np.zeros(len(chunks), np.int64)
+    np.cumsum(counts[:-1], out=starts[1:])
+    return gather(column, starts, counts, [])
+
+
+def chunk_bytes(kind: Any, chunks: list[Any]) -> list[np.ndarray] | None:
+    """Each chunk's bytes where the values are fixed-width (`kind`) without nulls, else None."""
+    import pyarrow as pa
+
+    if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+        return None
+    raws = [fixed_width_bytes(chunk) for chunk in chunks]
+    return None if any(raw is None for raw in raws) else raws  # type: ignore[return-value]
+
+
+def gather(column: Any, starts: np.ndarray, lengths: np.ndarray, indices: list[Any]) -> Any:
+    """The pieces' values in packed order: copied by the core straight out of each chunk's
+    buffer for fixed-width values without nulls (nothing concatenated first, the output
+    allocated once), an Arrow `take` of the concatenated values otherwise."""
+    import pyarrow as pa
+
+    kind = column.type.value_type
+    raws = chunk_bytes(kind, [chunk.flatten() for chunk in column.chunks])
+    if raws is not None:
         width = kind.bit_width // 8
-        buffer = values.buffers()[1]
-        raw = np.frombuffer(buffer, dtype=np.uint8) if buffer is not None else np.empty(0, np.uint8)
-        raw = raw[values.offset * width : (values.offset + len(values)) * width]
-        out = _native.pack_dataset_gather(starts, lengths, raw, width)
+        out = _native.pack_dataset_gather_chunks(starts, lengths, raws, width)
         return pa.Array.from_buffers(kind, len(out) // width, [None, pa.py_buffer(out)])
     if not indices:
         indices.append(pa.array(_native.pack_dataset_gather(starts, lengths)))
-    return values.take(indices[0])
+    return flattened(column).take(indices[0])
 
 
 def build_lists(list_array: Any, offset_type: Any, offsets: np.ndarray, values: Any) -> Any:
