@@ -6,9 +6,30 @@ use std::borrow::Cow;
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 
-use crate::core::bfd::{self, Overflow};
+use crate::core::bfd::{self, Overflow, PackedRows};
 
 type I64Array<'py> = Bound<'py, PyArray1<i64>>;
+type PackedArrays<'py> = (I64Array<'py>, I64Array<'py>, I64Array<'py>, I64Array<'py>);
+
+/// `split=True`: a row longer than `seq_length` is cut into pieces, else truncated.
+fn overflow(split: bool) -> Overflow {
+    if split {
+        Overflow::Split
+    } else {
+        Overflow::Truncate
+    }
+}
+
+/// A plan's four arrays, handed to numpy without a copy: piece starts, piece lengths, pieces
+/// per packed row (offsets), values per packed row (offsets).
+fn packed_arrays(py: Python<'_>, plan: PackedRows) -> PackedArrays<'_> {
+    (
+        PyArray1::from_vec(py, plan.starts),
+        PyArray1::from_vec(py, plan.lengths),
+        PyArray1::from_vec(py, plan.piece_offsets),
+        PyArray1::from_vec(py, plan.value_offsets),
+    )
+}
 
 fn borrowed<'a, T: numpy::Element + Copy>(array: &'a PyReadonlyArray1<'_, T>) -> Cow<'a, [T]> {
     match array.as_slice() {
@@ -28,20 +49,11 @@ pub fn pack_dataset_bfd<'py>(
     bounds: PyReadonlyArray1<'py, i64>,
     seq_length: i64,
     split: bool,
-) -> PyResult<(I64Array<'py>, I64Array<'py>, I64Array<'py>, I64Array<'py>)> {
-    let overflow = if split {
-        Overflow::Split
-    } else {
-        Overflow::Truncate
-    };
+) -> PyResult<PackedArrays<'py>> {
+    let overflow = overflow(split);
     let (lengths, bounds) = (borrowed(&lengths), borrowed(&bounds));
     let plan = py.detach(|| bfd::best_fit_decreasing(&lengths, &bounds, seq_length, overflow))?;
-    Ok((
-        PyArray1::from_vec(py, plan.starts),
-        PyArray1::from_vec(py, plan.lengths),
-        PyArray1::from_vec(py, plan.piece_offsets),
-        PyArray1::from_vec(py, plan.value_offsets),
-    ))
+    Ok(packed_arrays(py, plan))
 }
 
 /// `whole_dataset=True`: all rows packed fullest-first (`bfd::fullest_first`); the same four
@@ -53,20 +65,11 @@ pub fn pack_dataset_fullest<'py>(
     lengths: PyReadonlyArray1<'py, i64>,
     seq_length: i64,
     split: bool,
-) -> PyResult<(I64Array<'py>, I64Array<'py>, I64Array<'py>, I64Array<'py>)> {
-    let overflow = if split {
-        Overflow::Split
-    } else {
-        Overflow::Truncate
-    };
+) -> PyResult<PackedArrays<'py>> {
+    let overflow = overflow(split);
     let lengths = borrowed(&lengths);
     let plan = py.detach(|| bfd::fullest_first(&lengths, seq_length, overflow))?;
-    Ok((
-        PyArray1::from_vec(py, plan.starts),
-        PyArray1::from_vec(py, plan.lengths),
-        PyArray1::from_vec(py, plan.piece_offsets),
-        PyArray1::from_vec(py, plan.value_offsets),
-    ))
+    Ok(packed_arrays(py, plan))
 }
 
 /// TRL's `"wrapped"`: the packed rows' offsets into the flattened values.
