@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 import transformers
+from packaging.version import Version
 from torch.utils.data import DataLoader
 
 import fastcollate
@@ -157,6 +158,36 @@ def test_torch_masks_stay_transformers(bert_tokenizer):
     ours.set_epoch(1)
     theirs = transformers.DataCollatorForLanguageModeling(bert_tokenizer, seed=5)
     assert_same_batch(ours(copy.deepcopy(ROWS[:4])), theirs(copy.deepcopy(ROWS[:4])))
+
+
+def forked_worker_labels(collate):
+    """The labels a forked DataLoader worker gives after the main process made a batch (and
+    with it a seeded generator), then a numpy batch in the main process."""
+    collate(copy.deepcopy(ROWS[:4]))
+    loader = DataLoader(
+        copy.deepcopy(ROWS[:8]),
+        batch_size=4,
+        num_workers=1,
+        collate_fn=collate,
+        multiprocessing_context="fork",
+    )
+    labels = [batch["labels"] for batch in loader]
+    numpy_batch = collate(copy.deepcopy(ROWS[:4]), return_tensors="np")
+    labels.append(torch.from_numpy(numpy_batch["labels"]))
+    return labels
+
+
+@pytest.mark.skipif(
+    Version(transformers.__version__) < Version("5.24"),
+    reason="transformers before 5.24 reused the parent's generator in forked workers",
+)
+def test_torch_masks_make_a_generator_per_process_and_kind_as_transformers_does(bert_tokenizer):
+    ours = forked_worker_labels(collator(bert_tokenizer, mask_rng="torch"))
+    reference = transformers.DataCollatorForLanguageModeling(bert_tokenizer, seed=5)
+    theirs = forked_worker_labels(reference)
+    assert len(ours) == len(theirs) == 3
+    for a, b in zip(ours, theirs, strict=True):
+        assert torch.equal(a, b)
 
 
 def test_trainer_tells_the_collator_each_epoch(bert_tokenizer, tmp_path):

@@ -108,6 +108,7 @@ def flatten_batch(
     cu_seq_lens: bool,
     integers_only: bool = False,  # a float or all-bool row is a TypeError naming it (TRL)
     skip_empty: bool = False,  # empty rows add no sequence instead of raising (TRL)
+    drop_empty: bool = False,  # empty rows are left out, labels and all (transformers 5.24)
     seq_lengths: bool = False,  # rows hold the sequences their "seq_lengths" give (pre-packed)
 ) -> dict[str, Any]: ...  # input_ids, labels, [position_ids], [seq_idx], [cu_seq_lens, max_length]
 

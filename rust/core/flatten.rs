@@ -18,9 +18,20 @@ pub struct FlattenOptions {
     pub seq_idx: bool,
     /// `cu_seq_lens` and `max_length` (FlashAttention's varlen arguments).
     pub cu_seq_lens: bool,
-    /// Empty rows add no sequence (TRL's padding-free collator) instead of being an error
-    /// (transformers' collator, which would give them a separator label past their end).
-    pub skip_empty: bool,
+    /// What a row with no tokens does.
+    pub empty_rows: EmptyRows,
+}
+
+/// What a row whose `input_ids` are empty does to a flattened batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmptyRows {
+    /// An error naming the row (a separator label past its end would leave labels one longer
+    /// than input_ids: transformers before 5.24 built that mismatched batch).
+    Reject,
+    /// The row adds no sequence; its labels must be empty too (TRL's padding-free collator).
+    Skip,
+    /// The row is left out, labels and all (transformers 5.24's `DataCollatorWithFlattening`).
+    Drop,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -110,7 +121,7 @@ pub fn flatten(
     // An empty sequence would still get a separator label, leaving labels one longer than
     // input_ids (transformers builds that mismatched batch; the model then fails far away).
     if let Some(row) = lengths.iter().position(|&l| l == 0) {
-        if !options.skip_empty {
+        if options.empty_rows == EmptyRows::Reject {
             return Err(CollateError::InvalidOption(format!(
                 "'{key}' in row {row} is empty; every flattened sequence needs at least one token"
             )));
@@ -127,16 +138,27 @@ pub fn flatten(
         None => input_ids.clone(),
         Some(column) => {
             let label_key = column.key.clone();
-            let (values, label_offsets) = into_ints(column)?;
+            let (mut values, label_offsets) = into_ints(column)?;
+            let dropped = |row: usize| options.empty_rows == EmptyRows::Drop && lengths[row] == 0;
             for (row, w) in label_offsets.windows(2).enumerate() {
                 let length = w[1] - w[0];
-                if length != lengths[row] {
+                if length != lengths[row] && !dropped(row) {
                     return Err(CollateError::InvalidOption(format!(
                         "'{label_key}' in row {row} has length {length} but '{key}' has length \
                          {}; flattening needs one label per token",
                         lengths[row]
                     )));
                 }
+            }
+            if values.len() != total {
+                // Only dropped rows' labels can make up the difference: keep the others'.
+                let mut kept = Vec::with_capacity(total);
+                for (row, w) in label_offsets.windows(2).enumerate() {
+                    if !dropped(row) {
+                        kept.extend_from_slice(&values[w[0]..w[1]]);
+                    }
+                }
+                values = kept;
             }
             values
         }
@@ -236,7 +258,7 @@ mod tests {
             position_ids: true,
             seq_idx: true,
             cu_seq_lens: true,
-            skip_empty: false,
+            empty_rows: EmptyRows::Reject,
         }
     }
 
@@ -262,7 +284,7 @@ mod tests {
             position_ids: true,
             seq_idx: false,
             cu_seq_lens: false,
-            skip_empty: false,
+            empty_rows: EmptyRows::Reject,
         };
         let out = flatten(ids, Some(labels), None, &options).unwrap();
         assert_eq!(out.labels, vec![-1, 2, -1]);
@@ -311,7 +333,7 @@ mod tests {
     fn skipped_empty_rows_add_no_sequence() {
         let ids = column("input_ids", &[&[], &[5, 6], &[], &[7]]);
         let mut options = all_options();
-        options.skip_empty = true;
+        options.empty_rows = EmptyRows::Skip;
         let out = flatten(ids, None, None, &options).unwrap();
         assert_eq!(out.input_ids, vec![5, 6, 7]);
         assert_eq!(out.labels, vec![-100, 6, -100]);
@@ -328,11 +350,46 @@ mod tests {
     }
 
     #[test]
+    fn dropped_empty_rows_take_their_labels_with_them() {
+        let ids = column("input_ids", &[&[], &[5, 6], &[], &[7]]);
+        let labels = column("labels", &[&[1, 2, 3], &[8, 9], &[], &[4]]);
+        let mut options = all_options();
+        options.empty_rows = EmptyRows::Drop;
+        let out = flatten(ids.clone(), Some(labels.clone()), None, &options).unwrap();
+        assert_eq!(out.input_ids, vec![5, 6, 7]);
+        assert_eq!(out.labels, vec![-100, 9, -100]);
+        assert_eq!(out.seq_idx, Some(vec![0, 0, 1]));
+        assert_eq!(out.cu_seq_lens, Some(vec![0, 2, 3]));
+
+        // Skipping keeps the label check: the empty row 0 has three labels.
+        options.empty_rows = EmptyRows::Skip;
+        let message = flatten(ids, Some(labels), None, &options)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains("'labels' in row 0 has length 3"),
+            "{message}"
+        );
+
+        // A non-empty row's labels are still checked when empty rows are dropped.
+        options.empty_rows = EmptyRows::Drop;
+        let ids = column("input_ids", &[&[], &[5, 6]]);
+        let labels = column("labels", &[&[], &[8]]);
+        let message = flatten(ids, Some(labels), None, &options)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains("'labels' in row 1 has length 1"),
+            "{message}"
+        );
+    }
+
+    #[test]
     fn pre_packed_rows_restart_at_every_sequence() {
         let ids = column("input_ids", &[&[1, 2, 3, 4, 5], &[], &[6, 7]]);
         let lengths = column("seq_lengths", &[&[2, 3], &[], &[2]]);
         let mut options = all_options();
-        options.skip_empty = true;
+        options.empty_rows = EmptyRows::Skip;
         let out = flatten(ids, None, Some(lengths), &options).unwrap();
         assert_eq!(out.input_ids, vec![1, 2, 3, 4, 5, 6, 7]);
         assert_eq!(out.labels, vec![-100, 2, -100, 4, 5, -100, 7]);

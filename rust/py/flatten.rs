@@ -11,7 +11,7 @@ use super::gather::gather;
 use super::rows::BatchKeys;
 use crate::core::column::{Column, Kind};
 use crate::core::error::CollateError;
-use crate::core::flatten::{flatten as pack, FlattenOptions};
+use crate::core::flatten::{flatten as pack, EmptyRows, FlattenOptions};
 
 fn one_row<'py, T: numpy::Element>(py: Python<'py>, values: Vec<T>) -> PyResult<Bound<'py, PyAny>> {
     let columns = values.len();
@@ -47,7 +47,7 @@ fn first_non_integer_row(features: &Bound<'_, PyAny>, key: &str) -> PyResult<usi
 #[pyfunction]
 #[pyo3(signature = (
     features, *, labels, separator_id, position_ids_start, position_ids, seq_idx, cu_seq_lens,
-    integers_only=false, skip_empty=false, seq_lengths=false
+    integers_only=false, skip_empty=false, drop_empty=false, seq_lengths=false
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn flatten_batch<'py>(
@@ -61,6 +61,7 @@ pub fn flatten_batch<'py>(
     cu_seq_lens: bool,
     integers_only: bool,
     skip_empty: bool,
+    drop_empty: bool,
     seq_lengths: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let mut keys = vec!["input_ids".to_string()];
@@ -94,7 +95,13 @@ pub fn flatten_batch<'py>(
         position_ids,
         seq_idx,
         cu_seq_lens,
-        skip_empty,
+        empty_rows: if drop_empty {
+            EmptyRows::Drop
+        } else if skip_empty {
+            EmptyRows::Skip
+        } else {
+            EmptyRows::Reject
+        },
     };
     let packed = py.detach(|| pack(input_ids, label_column, sequence_lengths, &options))?;
 

@@ -24,10 +24,12 @@ class DataCollatorWithFlattening(TakesArrowBatches, DefaultDataCollator):
     `input_ids`), `position_ids` from `position_ids_start`, and optionally `seq_idx` (int32),
     `cu_seq_lens_q/k` (int32) and `max_length_q/k` (Python ints).
 
-    Unlike transformers, labels of a different length than `input_ids` in a row, and empty
-    sequences, raise a ValueError naming the row instead of building a batch whose `labels`
-    and `input_ids` lengths disagree; so do rows with a `seq_lengths` key (TRL's packed rows,
-    which transformers would silently read as one sequence each: use
+    Rows with empty `input_ids` are left out, labels and all, as transformers 5.24 does (a
+    batch of nothing but empty rows is a ValueError); older transformers gave them a
+    separator label past their end. Unlike transformers, labels of a different length than
+    `input_ids` in a row raise a ValueError naming the row instead of building a batch whose
+    `labels` and `input_ids` lengths disagree; so do rows with a `seq_lengths` key (TRL's
+    packed rows, which transformers would silently read as one sequence each: use
     `fastcollate.trl.DataCollatorForLanguageModeling(padding_free=True)` for them)."""
 
     def __init__(
@@ -75,7 +77,8 @@ class DataCollatorWithFlattening(TakesArrowBatches, DefaultDataCollator):
             if packed is None:
                 features = features.rows()
         if packed is None:
-            packed = _native.flatten_batch(features, **options)
+            # Empty rows are left out, labels and all, as transformers 5.24 does.
+            packed = _native.flatten_batch(features, drop_empty=True, **options)
         batch: dict[str, Any] = {"input_ids": packed["input_ids"], "labels": packed["labels"]}
         for key in ("position_ids", "seq_idx"):
             if key in packed:

@@ -4,6 +4,7 @@ streams (`mask_rng="torch"`, for masks identical to transformers' under the same
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -219,6 +220,7 @@ class DataCollatorForLanguageModeling(TakesArrowBatches):
         self.mask_replace_prob = float(self.mask_replace_prob)
         self.random_replace_prob = float(self.random_replace_prob)
         self.generator = None  # mask_rng="torch" with seed=: transformers' generator
+        self._generator_pid = None  # the process that made it
         self._masking = NativeMasking()  # mask_rng="native": ids and batch counter
 
     _batch_methods = ("__call__", "torch_call", "numpy_call", "_collate")
@@ -238,19 +240,28 @@ class DataCollatorForLanguageModeling(TakesArrowBatches):
             return self.torch_call(features)
         return self.numpy_call(features)
 
-    def get_generator(self, seed):
+    def get_generator(self, seed, return_tensors=None):
         """transformers' generator for mask_rng="torch": torch's for "pt", numpy's for "np"."""
-        if self.return_tensors == "pt":
+        if (return_tensors or self.return_tensors) == "pt":
             return torch_module().Generator().manual_seed(seed)
         return np.random.default_rng(seed)
 
-    def create_rng(self):
+    def create_rng(self, return_tensors=None):
         """mask_rng="torch": transformers' generator (seed + worker id in a DataLoader worker)."""
-        self.generator = self.get_generator(self.seed + worker_id())
+        self.generator = self.get_generator(self.seed + worker_id(), return_tensors)
+        self._generator_pid = os.getpid()
+
+    def _torch_generator_for(self, return_tensors: str) -> None:
+        """As transformers 5.24 does: a generator of the kind the call masks with, made again
+        in a new process (a forked DataLoader worker gets its own stream, seed + worker id,
+        even when the parent had made one)."""
+        wanted = torch_module().Generator if return_tensors == "pt" else np.random.Generator
+        if not isinstance(self.generator, wanted) or self._generator_pid != os.getpid():
+            self.create_rng(return_tensors)
 
     def _collate(self, examples, return_tensors: str):
-        if self.mask_rng == "torch" and self.seed is not None and self.generator is None:
-            self.create_rng()
+        if self.mask_rng == "torch" and self.seed is not None:
+            self._torch_generator_for(return_tensors)
         if isinstance(examples, Mapping):
             raise TypeError("a collator takes a list of rows, not a mapping")
         arrow = isinstance(examples, ArrowBatch)
