@@ -181,6 +181,23 @@ def test_many_batches_and_chunks(strategy, large):
     assert_same(pack_dataset(chunked, 256, strategy), trl_pack(dataset, 256, strategy))
 
 
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_outputs_past_32_mib_are_trls(strategy):
+    # 4.6M int64 values (37 MiB) in 1,000-row record batches: the core writes the packed copy
+    # from several threads into a buffer it asks 4 KiB pages for (`core::fresh_pages`), never
+    # zeroed first; every value distinct, so a byte out of place or left unwritten shows.
+    rng = np.random.default_rng(3)
+    lengths = np.minimum(rng.lognormal(np.log(180), 0.6, 25_000).astype(np.int64), 700)
+    offsets = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    values = pa.array(np.arange(int(offsets[-1]), dtype=np.int64) * 7 - 2**40)
+    column = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values)
+    table = pa.Table.from_batches(pa.table({"input_ids": column}).to_batches(max_chunksize=1000))
+    assert table.column("input_ids").num_chunks == 25 and values.nbytes > 32 << 20
+    dataset = datasets.Dataset(table)
+    assert_same(pack_dataset(dataset, 2048, strategy), trl_pack(dataset, 2048, strategy))
+
+
 @SETTINGS
 @given(
     dataset=packable_datasets(),

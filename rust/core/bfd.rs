@@ -13,6 +13,9 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
+use std::mem::MaybeUninit;
+
+use super::fresh_pages;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PackDatasetError {
@@ -30,6 +33,8 @@ pub enum PackDatasetError {
         length: i64,
         values: usize,
     },
+    /// The packed output (`bytes` long) could not be allocated.
+    OutOfMemory { bytes: usize },
 }
 
 impl fmt::Display for PackDatasetError {
@@ -56,6 +61,9 @@ impl fmt::Display for PackDatasetError {
                 "values {start}..{} lie outside the {values} values given",
                 start.saturating_add(*length)
             ),
+            OutOfMemory { bytes } => {
+                write!(f, "cannot allocate the {bytes} bytes of the packed values")
+            }
         }
     }
 }
@@ -374,45 +382,61 @@ pub fn gather_chunks(
         }
         // Inside a chunk in memory: these byte counts fit in usize.
         places.push((chunk, (first - chunk_starts[chunk]) * width, len * width));
-        total += len * width;
+        // Pieces may repeat values, so their sum is checked.
+        total = total
+            .checked_add(len * width)
+            .ok_or(PackDatasetError::OutOfMemory { bytes: usize::MAX })?;
     }
-    // Zeroed by the allocator without touching fresh pages; the copy then touches the output
-    // for the first time, which on a virtual machine costs more than the copy itself, so a
-    // large output is written by several threads, each its own run of pieces.
-    let mut out = vec![0u8; total];
+    // Allocated once and not zeroed: the pieces cover it exactly, each byte written once.
+    let mut out: Vec<u8> = Vec::new();
+    if out.try_reserve_exact(total).is_err() {
+        return Err(PackDatasetError::OutOfMemory { bytes: total });
+    }
+    let spare = &mut out.spare_capacity_mut()[..total];
+    // The copy maps the output's fresh pages, which on a virtual machine costs more than the
+    // copy itself: 4 KiB pages (much faster there than huge ones, `fresh_pages`), and a large
+    // output written by several threads, each its own run of pieces.
+    fresh_pages::prefer_small_pages(spare);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let parts = if total < PARALLEL_GATHER_BYTES {
         1
     } else {
         threads.min(MAX_GATHER_THREADS)
     };
-    let copy = |output: &mut [u8], places: &[(usize, usize, usize)]| {
+    let copy = |output: &mut [MaybeUninit<u8>], places: &[(usize, usize, usize)]| {
         let mut at = 0;
         for &(chunk, offset, len) in places {
-            output[at..at + len].copy_from_slice(&chunks[chunk][offset..offset + len]);
+            let source = &chunks[chunk][offset..offset + len];
+            for (to, &from) in output[at..at + len].iter_mut().zip(source) {
+                to.write(from);
+            }
             at += len;
         }
     };
     if parts < 2 {
-        copy(&mut out, &places);
-        return Ok(out);
-    }
-    std::thread::scope(|scope| {
-        let (mut rest, mut remaining) = (&mut out[..], &places[..]);
-        for part in (1..=parts).rev() {
-            // This thread's pieces: about a `part`-th of the bytes still to copy.
-            let (mut count, mut bytes) = (0, 0);
-            let share = rest.len() / part;
-            while count < remaining.len() && (part == 1 || bytes < share) {
-                bytes += remaining[count].2;
-                count += 1;
+        copy(spare, &places);
+    } else {
+        std::thread::scope(|scope| {
+            let (mut rest, mut remaining) = (spare, &places[..]);
+            for part in (1..=parts).rev() {
+                // This thread's pieces: about a `part`-th of the bytes still to copy.
+                let (mut count, mut bytes) = (0, 0);
+                let share = rest.len() / part;
+                while count < remaining.len() && (part == 1 || bytes < share) {
+                    bytes += remaining[count].2;
+                    count += 1;
+                }
+                let (output, after) = std::mem::take(&mut rest).split_at_mut(bytes);
+                let (mine, others) = remaining.split_at(count);
+                (rest, remaining) = (after, others);
+                scope.spawn(move || copy(output, mine));
             }
-            let (output, after) = std::mem::take(&mut rest).split_at_mut(bytes);
-            let (mine, others) = remaining.split_at(count);
-            (rest, remaining) = (after, others);
-            scope.spawn(move || copy(output, mine));
-        }
-    });
+        });
+    }
+    // SAFETY: `places` runs over the output in order without gaps (each piece starts where
+    // the one before it ended, the first at 0) and its lengths sum to `total`, so `copy` wrote
+    // every byte of `out[..total]`; the threads have all finished (the scope joins them).
+    unsafe { out.set_len(total) };
     Ok(out)
 }
 

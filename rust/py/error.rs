@@ -59,6 +59,7 @@ impl From<PackDatasetError> for PyErr {
     fn from(err: PackDatasetError) -> Self {
         match err {
             PackDatasetError::TooLarge { .. } => PyOverflowError::new_err(err.to_string()),
+            PackDatasetError::OutOfMemory { .. } => PyMemoryError::new_err(err.to_string()),
             _ => PyValueError::new_err(err.to_string()),
         }
     }
