@@ -18,6 +18,7 @@ use super::rows::BatchKeys;
 /// padded, and the groups left for the core.
 struct InPlace<'py> {
     keys: BatchKeys<'py>,
+    rows: Vec<Bound<'py, PyDict>>,
     outputs: Vec<Output>,
     rest_groups: Vec<PadGroup>,
 }
@@ -76,6 +77,7 @@ fn pad_groups_in_place<'py>(
     }
     Ok(Some(InPlace {
         keys,
+        rows,
         outputs,
         rest_groups,
     }))
@@ -123,9 +125,20 @@ pub fn collate<'py>(
             }
             Some(InPlace {
                 keys,
-                outputs,
+                rows,
+                mut outputs,
                 rest_groups,
             }) => {
+                // Keys outside every group holding a Python int per row (labels), read
+                // straight from the rows too.
+                for (name, object) in keys.names.iter().zip(&keys.objects) {
+                    if padded_keys.contains(&name.as_str()) {
+                        continue;
+                    }
+                    if let Some(output) = in_place::int_scalars(&rows, object, name, &plan) {
+                        outputs.push(output);
+                    }
+                }
                 let rest = keys.filtered(|key| !outputs.iter().any(|o| o.key == key));
                 let gathered = if rest.names.is_empty() {
                     Vec::new()

@@ -11,7 +11,7 @@
 
 use numpy::{PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyDict, PyInt, PyList, PyString, PyTuple};
 
 use crate::core::pad::{self, Data, Layout, Output, PadGroup, Plan, Strategy};
 
@@ -298,4 +298,32 @@ pub fn pad_group<'a, 'py>(
         });
     }
     Some(outputs)
+}
+
+/// A key outside the pad groups whose value is an exact Python `int` within the int64 range
+/// in every row (a classification label): its int64 column, read straight from the rows. None
+/// when some row lacks it or holds anything else (a bool, a float, a numpy or torch value, a
+/// larger int): the general path then reads the key and reports what is wrong, as it would
+/// have. What it gives for such a key is this: one int64 value per row.
+pub fn int_scalars(
+    rows: &[Bound<'_, PyDict>],
+    key: &Bound<'_, PyString>,
+    name: &str,
+    plan: &Plan,
+) -> Option<Output> {
+    if plan.dtypes.contains_key(name) {
+        return None;
+    }
+    let mut values = Vec::new();
+    values.try_reserve_exact(rows.len()).ok()?;
+    for row in rows {
+        let value = row.get_item(key).ok()??;
+        let int = value.cast_exact::<PyInt>().ok()?;
+        values.push(int.extract::<i64>().ok()?);
+    }
+    Some(Output {
+        key: name.to_owned(),
+        data: Data::I64(values),
+        layout: Layout::Scalar { rows: rows.len() },
+    })
 }
