@@ -1,9 +1,10 @@
 """The fixed cost of one collator call: everything but the native collation.
 
 `DataCollatorWithPadding` is timed twice on the same batch: as it is, and with the native
-`collate` replaced by a stub that hands back a prepared output (the same keys, already
-tensors or arrays, as the native call gives them). The stubbed time, less the stub's own,
-is what a call costs in Python around the native work: settings, checks, the container.
+`collate` (and `collate_planned`, which a call plan calls) replaced by a stub that hands back
+a prepared output (the same keys, already tensors or arrays, as the native call gives them).
+The stubbed time, less the stub's own, is what a call costs in Python around the native work:
+settings, checks, the container.
 Beside it, the same for a collator that never keeps a call plan (every call resolves its
 options through `pad`, as before the plan existed), timed in alternating rounds with it.
 
@@ -35,6 +36,9 @@ class StubbedNative:
         self._output = output
 
     def collate(self, *args, **kwargs):
+        return dict(self._output)
+
+    def collate_planned(self, *args):
         return dict(self._output)
 
     def __getattr__(self, name):
@@ -75,8 +79,14 @@ def measure(collators: list, batch: list, real, number: int, repeat: int) -> lis
         recorded.update(out)
         return out
 
+    def record_planned(*call_args):
+        out = real.collate_planned(*call_args)
+        recorded.update(out)
+        return out
+
     recording = StubbedNative(real, {})
     recording.collate = record
+    recording.collate_planned = record_planned
     native_entry._native = recording
     try:
         for collator in collators:
@@ -87,7 +97,7 @@ def measure(collators: list, batch: list, real, number: int, repeat: int) -> lis
         stubbed = alternating(
             [lambda collator=collator: collator(batch) for collator in collators], number, repeat
         )
-        alone = best_of(stub.collate, number, repeat)
+        alone = best_of(stub.collate_planned, number, repeat)
     finally:
         native_entry._native = real
     return [whole, *stubbed, alone]

@@ -109,6 +109,64 @@ pub fn collate<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let plan = build_plan(groups, float32, allow_ragged, dtypes)?;
     let keys = keys.map(|names| BatchKeys::named(py, names));
+    collate_with(py, features, &plan, keys, keep_arrays, to_tensor.as_ref())
+}
+
+/// `collate`'s options settled once for many calls (a collator's call plan): the pad plan
+/// already parsed, so that a call converts nothing but the rows.
+#[pyclass(frozen, module = "fastcollate._native")]
+pub struct CollatePlan {
+    plan: Plan,
+    keep_arrays: bool,
+    to_tensor: Option<Py<PyAny>>,
+}
+
+#[pymethods]
+impl CollatePlan {
+    #[new]
+    #[pyo3(signature = (groups, *, float32, keep_arrays=false, to_tensor=None))]
+    fn new(
+        groups: Vec<GroupArgs>,
+        float32: bool,
+        keep_arrays: bool,
+        to_tensor: Option<Py<PyAny>>,
+    ) -> PyResult<Self> {
+        Ok(CollatePlan {
+            plan: build_plan(groups, float32, false, None)?,
+            keep_arrays,
+            to_tensor,
+        })
+    }
+}
+
+/// `collate(rows, groups, **options)` for the groups and options `plan` holds: the same
+/// output and errors.
+#[pyfunction]
+pub fn collate_planned<'py>(
+    py: Python<'py>,
+    rows: &Bound<'py, PyAny>,
+    plan: &Bound<'py, CollatePlan>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let plan = plan.get();
+    let to_tensor = plan.to_tensor.as_ref().map(|f| f.bind(py).clone());
+    collate_with(
+        py,
+        rows,
+        &plan.plan,
+        None,
+        plan.keep_arrays,
+        to_tensor.as_ref(),
+    )
+}
+
+fn collate_with<'py>(
+    py: Python<'py>,
+    features: &Bound<'py, PyAny>,
+    plan: &Plan,
+    keys: Option<BatchKeys<'py>>,
+    keep_arrays: bool,
+    to_tensor: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
     let mut padded_keys: Vec<&str> = Vec::new();
     for group in &plan.groups {
         padded_keys.push(&group.lead);
@@ -118,7 +176,7 @@ pub fn collate<'py>(
     // Groups padded straight from the rows (the usual batch); the rest is gathered into
     // columns and padded by the core.
     let (keys, in_place, rest_plan, gathered) =
-        match pad_groups_in_place(features, &plan, &padded_keys, &keys)? {
+        match pad_groups_in_place(features, plan, &padded_keys, &keys)? {
             None => {
                 let (keys, gathered) = gather(features, &padded_keys, keys, keep_arrays)?;
                 (keys, Vec::new(), None, gathered)
@@ -135,7 +193,7 @@ pub fn collate<'py>(
                     if padded_keys.contains(&name.as_str()) {
                         continue;
                     }
-                    if let Some(output) = in_place::int_scalars(&rows, object, name, &plan) {
+                    if let Some(output) = in_place::int_scalars(&rows, object, name, plan) {
                         outputs.push(output);
                     }
                 }
@@ -172,7 +230,7 @@ pub fn collate<'py>(
     let outputs = if numeric.is_empty() {
         Vec::new()
     } else {
-        let core_plan = rest_plan.as_ref().unwrap_or(&plan);
+        let core_plan = rest_plan.as_ref().unwrap_or(plan);
         py.detach(|| pad::collate(numeric, core_plan))?
     };
     let mut outputs: HashMap<String, Output> = outputs
@@ -195,7 +253,7 @@ pub fn collate<'py>(
         } else if let Some(output) = outputs.remove(name) {
             let ragged = matches!(output.layout, Layout::Ragged { .. });
             let value = output_to_py(py, output)?;
-            match &to_tensor {
+            match to_tensor {
                 Some(convert) if !ragged => result.set_item(object, convert.call1((value,))?)?,
                 _ => result.set_item(object, value)?,
             }
