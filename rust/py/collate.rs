@@ -187,13 +187,15 @@ fn collate_with<'py>(
                 mut outputs,
                 rest_groups,
             }) => {
-                // Keys outside every group holding a Python int per row (labels), read
-                // straight from the rows too.
+                // Keys outside every group holding an int per row (labels: Python ints, or
+                // 0-d tensors), read straight from the rows too.
                 for (name, object) in keys.names.iter().zip(&keys.objects) {
                     if padded_keys.contains(&name.as_str()) {
                         continue;
                     }
-                    if let Some(output) = in_place::int_scalars(&rows, object, name, plan) {
+                    if let Some(output) =
+                        in_place::int_scalars(&rows, object, name, plan, keep_arrays)
+                    {
                         outputs.push(output);
                     }
                 }
