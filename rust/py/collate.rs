@@ -3,8 +3,9 @@
 
 use std::collections::HashMap;
 
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyDict, PyList, PyTuple, PyType};
 
 use crate::core::error::CollateError;
 use crate::core::pad::{self, Layout, Output, PadGroup, Plan};
@@ -113,50 +114,82 @@ pub fn collate<'py>(
 }
 
 /// `collate`'s options settled once for many calls (a collator's call plan): the pad plan
-/// already parsed, so that a call converts nothing but the rows.
+/// already parsed, so that a call converts nothing but the rows. With `batch_encoding` (the
+/// BatchEncoding class, whose empty instances hold `data`, `_encodings` and `_n_sequences`
+/// only), a batch of arrays or tensors alone is also finished here as transformers'
+/// DataCollatorWithPadding finishes it.
 #[pyclass(frozen, module = "fastcollate._native")]
 pub struct CollatePlan {
     plan: Plan,
     keep_arrays: bool,
     to_tensor: Option<Py<PyAny>>,
+    batch_encoding: Option<Py<PyType>>,
 }
 
 #[pymethods]
 impl CollatePlan {
     #[new]
-    #[pyo3(signature = (groups, *, float32, keep_arrays=false, to_tensor=None))]
+    #[pyo3(signature = (groups, *, float32, keep_arrays=false, to_tensor=None, batch_encoding=None))]
     fn new(
         groups: Vec<GroupArgs>,
         float32: bool,
         keep_arrays: bool,
         to_tensor: Option<Py<PyAny>>,
+        batch_encoding: Option<Py<PyType>>,
     ) -> PyResult<Self> {
         Ok(CollatePlan {
             plan: build_plan(groups, float32, false, None)?,
             keep_arrays,
             to_tensor,
+            batch_encoding,
         })
     }
 }
 
 /// `collate(rows, groups, **options)` for the groups and options `plan` holds: the same
-/// output and errors.
+/// output and errors. With the plan's `batch_encoding`, a batch holding no list (every key
+/// an array or tensor) comes back finished: `label` then `label_ids` renamed to `labels`
+/// (popped, then set), in a BatchEncoding whose `data` is the dict; any other batch comes
+/// back as the dict, for the caller to finish.
 #[pyfunction]
 pub fn collate_planned<'py>(
     py: Python<'py>,
     rows: &Bound<'py, PyAny>,
     plan: &Bound<'py, CollatePlan>,
-) -> PyResult<Bound<'py, PyDict>> {
+) -> PyResult<Bound<'py, PyAny>> {
     let plan = plan.get();
     let to_tensor = plan.to_tensor.as_ref().map(|f| f.bind(py).clone());
-    collate_with(
+    let batch = collate_with(
         py,
         rows,
         &plan.plan,
         None,
         plan.keep_arrays,
         to_tensor.as_ref(),
-    )
+    )?;
+    let Some(class) = &plan.batch_encoding else {
+        return Ok(batch.into_any());
+    };
+    if batch
+        .iter()
+        .any(|(_, value)| value.is_exact_instance_of::<PyList>())
+    {
+        return Ok(batch.into_any());
+    }
+    for old in [intern!(py, "label"), intern!(py, "label_ids")] {
+        if let Some(value) = batch.get_item(old)? {
+            batch.del_item(old)?;
+            batch.set_item(intern!(py, "labels"), value)?;
+        }
+    }
+    let class = class.bind(py);
+    let encoding = class.call_method1(intern!(py, "__new__"), (class,))?;
+    let store = encoding.getattr(intern!(py, "__dict__"))?;
+    let store = store.cast::<PyDict>()?;
+    store.set_item(intern!(py, "data"), batch)?;
+    store.set_item(intern!(py, "_encodings"), py.None())?;
+    store.set_item(intern!(py, "_n_sequences"), py.None())?;
+    Ok(encoding)
 }
 
 fn collate_with<'py>(

@@ -16,9 +16,10 @@ def collate(features: Any, groups: list, **options: Any) -> dict:
     return _native.collate(features, groups, **options)
 
 
-def collate_rows(rows: list, plan: Any) -> dict:
+def collate_rows(rows: list, plan: Any) -> Any:
     """`_native.collate` for a list of rows, with its groups and options settled once for many
-    calls in a `_native.CollatePlan`: the same output and errors."""
+    calls in a `_native.CollatePlan`: the same output and errors; a batch of arrays / tensors
+    alone comes back finished when the plan has a `batch_encoding` (see `_native.pyi`)."""
     return _native.collate_planned(rows, plan)
 
 

@@ -19,6 +19,7 @@ from .._internal.tensors import (
     convert,
     is_torch_tensor,
     pin_tensors,
+    plain_batch_encoding_class,
     torch_module,
 )
 from ..arrow import ArrowBatch
@@ -269,7 +270,12 @@ class _CallPlan:
         # `_native.collate`'s groups and options for each kind of main input (None: Python
         # lists), as `pad` passes them, parsed once; under "pt" the native call builds the
         # tensors.
-        common: dict[str, Any] = {"float32": return_tensors == "pt"}
+        # The native call also finishes a batch of arrays / tensors alone (labels renamed, a
+        # BatchEncoding made), as `DataCollatorWithPadding.__call__` would.
+        common: dict[str, Any] = {
+            "float32": return_tensors == "pt",
+            "batch_encoding": plain_batch_encoding_class(),
+        }
         if return_tensors == "pt":
             common["to_tensor"] = torch_module().from_numpy
         self.native_plans = {
@@ -380,6 +386,8 @@ class DataCollatorWithPadding:
                 planned, main_kind = _row_main_kind(first, plan.main)
             if planned:
                 batch = collate_rows(features, plan.native_plans[main_kind])
+                if type(batch) is not dict:
+                    return batch  # finished natively: no key came back as a list
                 if list in map(type, batch.values()):
                     batch = _converted(batch, main_kind, main_kind is None, fields[4])
                 # `_renamed_labels`, spelled out: a call is a fortieth of what is left.
