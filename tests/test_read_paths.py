@@ -689,3 +689,29 @@ def test_labels_of_any_kind_beside_padded_rows(collators, fmt, lengths, labels, 
     # Twice: the second call is served by the collator's call plan.
     for _ in range(2):
         assert_same_as_transformers_or_both_raise(collators, rows, return_tensors)
+
+
+@pytest.mark.parametrize("fmt", ["lists", "numpy", "torch", "torch-format"])
+@pytest.mark.parametrize(
+    "label_keys",
+    [(), ("label",), ("label_ids",), ("labels",), ("label", "label_ids"), ("label_ids", "label"),
+     ("labels", "label"), ("label", "labels", "label_ids")],
+    ids=str,
+)
+@pytest.mark.parametrize("return_tensors", ["pt", "np"])
+def test_label_names_renamed_as_transformers_renames_them(collators, fmt, label_keys,
+                                                          return_tensors):
+    # A planned call finishes a batch of arrays / tensors natively: `label` then `label_ids`
+    # renamed to `labels` (key order included), in a BatchEncoding.
+    def convert(value):
+        if fmt == "torch-format" or (fmt == "torch" and isinstance(value, list)):
+            return torch.tensor(value)
+        return np.asarray(value) if fmt == "numpy" and isinstance(value, list) else value
+
+    rows = [
+        {"input_ids": convert([101, 5 + i, 102][: 3 - i]),
+         **{key: convert(10 * n + i) for n, key in enumerate(label_keys)}}
+        for i in range(3)
+    ]
+    for _ in range(3):  # the second and third calls are planned
+        assert_same_as_transformers(collators, rows, return_tensors)
