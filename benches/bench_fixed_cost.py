@@ -1,9 +1,11 @@
 """The fixed cost of one collator call: everything but the native collation.
 
 `DataCollatorWithPadding` is timed twice on the same batch: as it is, and with the native
-`collate` replaced by a stub that hands back a prepared output (the same keys, already
-tensors or arrays, as the native call gives them). The stubbed time, less the stub's own,
-is what a call costs in Python around the native work: settings, checks, the container.
+`collate` (and `collate_planned`, which a call plan calls) replaced by a stub that hands back
+a prepared output (the same keys, already tensors or arrays, as the native call gives them;
+for `collate_planned`, a fresh copy of what it gave: a dict, or the BatchEncoding it finishes
+a batch of arrays / tensors in). The stubbed time, less the stub's own, is what a call costs
+in Python around the native work: settings, checks, the container where Python makes it.
 Beside it, the same for a collator that never keeps a call plan (every call resolves its
 options through `pad`, as before the plan existed), timed in alternating rounds with it.
 
@@ -30,12 +32,22 @@ class StubbedNative:
     """Stands in for `fastcollate._native` inside the collators' native entry: `collate`
     returns a fresh copy of one prepared output."""
 
-    def __init__(self, real, output: dict):
+    def __init__(self, real, output: dict, planned_output: object = None):
         self._real = real
         self._output = output
+        # What `collate_planned` gave: a dict, or a batch it finished (a BatchEncoding).
+        self._planned_output = output if planned_output is None else planned_output
 
     def collate(self, *args, **kwargs):
         return dict(self._output)
+
+    def collate_planned(self, *args):
+        out = self._planned_output
+        if type(out) is dict:
+            return dict(out)
+        fresh = type(out).__new__(type(out))  # a new BatchEncoding holding the same values
+        fresh.__dict__.update(out.__dict__)
+        return fresh
 
     def __getattr__(self, name):
         return getattr(self._real, name)
@@ -75,19 +87,27 @@ def measure(collators: list, batch: list, real, number: int, repeat: int) -> lis
         recorded.update(out)
         return out
 
+    planned: list = []
+
+    def record_planned(*call_args):
+        out = real.collate_planned(*call_args)
+        planned[:] = [out]
+        return out
+
     recording = StubbedNative(real, {})
     recording.collate = record
+    recording.collate_planned = record_planned
     native_entry._native = recording
     try:
         for collator in collators:
             collator(batch)
             collator(batch)  # the second call is the first one a call plan can serve
-        stub = StubbedNative(real, recorded)
+        stub = StubbedNative(real, recorded, planned[0] if planned else None)
         native_entry._native = stub
         stubbed = alternating(
             [lambda collator=collator: collator(batch) for collator in collators], number, repeat
         )
-        alone = best_of(stub.collate, number, repeat)
+        alone = best_of(stub.collate_planned, number, repeat)
     finally:
         native_entry._native = real
     return [whole, *stubbed, alone]

@@ -54,6 +54,25 @@ def collate(
     to_tensor: Callable[[np.ndarray], Any] | None = None,
 ) -> dict[str, Any]: ...
 
+# `collate`'s groups and options parsed once (allow_ragged=False, no dtypes, no keys).
+class CollatePlan:
+    def __init__(
+        self,
+        groups: Sequence[_PadGroup],
+        *,
+        float32: bool,
+        keep_arrays: bool = False,
+        to_tensor: Callable[[np.ndarray], Any] | None = None,
+        # transformers' BatchEncoding: a batch without lists comes back finished in one.
+        batch_encoding: type | None = None,
+    ) -> None: ...
+
+# `collate(rows, groups, **options)` with the groups and options of `plan`.
+# A batch without lists, with the plan's batch_encoding: labels renamed, in a BatchEncoding.
+def collate_planned(
+    rows: Sequence[Mapping[str, Any]], plan: CollatePlan
+) -> Any: ...
+
 def group_by_length(
     lengths: np.ndarray,  # int64, one per row
     permutation: np.ndarray,  # int64, a permutation of range(len(lengths))

@@ -3,8 +3,9 @@
 
 use std::collections::HashMap;
 
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyDict, PyList, PyTuple, PyType};
 
 use crate::core::error::CollateError;
 use crate::core::pad::{self, Layout, Output, PadGroup, Plan};
@@ -18,6 +19,7 @@ use super::rows::BatchKeys;
 /// padded, and the groups left for the core.
 struct InPlace<'py> {
     keys: BatchKeys<'py>,
+    rows: Vec<Bound<'py, PyDict>>,
     outputs: Vec<Output>,
     rest_groups: Vec<PadGroup>,
 }
@@ -76,6 +78,7 @@ fn pad_groups_in_place<'py>(
     }
     Ok(Some(InPlace {
         keys,
+        rows,
         outputs,
         rest_groups,
     }))
@@ -107,6 +110,96 @@ pub fn collate<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let plan = build_plan(groups, float32, allow_ragged, dtypes)?;
     let keys = keys.map(|names| BatchKeys::named(py, names));
+    collate_with(py, features, &plan, keys, keep_arrays, to_tensor.as_ref())
+}
+
+/// `collate`'s options settled once for many calls (a collator's call plan): the pad plan
+/// already parsed, so that a call converts nothing but the rows. With `batch_encoding` (the
+/// BatchEncoding class, whose empty instances hold `data`, `_encodings` and `_n_sequences`
+/// only), a batch of arrays or tensors alone is also finished here as transformers'
+/// DataCollatorWithPadding finishes it.
+#[pyclass(frozen, module = "fastcollate._native")]
+pub struct CollatePlan {
+    plan: Plan,
+    keep_arrays: bool,
+    to_tensor: Option<Py<PyAny>>,
+    batch_encoding: Option<Py<PyType>>,
+}
+
+#[pymethods]
+impl CollatePlan {
+    #[new]
+    #[pyo3(signature = (groups, *, float32, keep_arrays=false, to_tensor=None, batch_encoding=None))]
+    fn new(
+        groups: Vec<GroupArgs>,
+        float32: bool,
+        keep_arrays: bool,
+        to_tensor: Option<Py<PyAny>>,
+        batch_encoding: Option<Py<PyType>>,
+    ) -> PyResult<Self> {
+        Ok(CollatePlan {
+            plan: build_plan(groups, float32, false, None)?,
+            keep_arrays,
+            to_tensor,
+            batch_encoding,
+        })
+    }
+}
+
+/// `collate(rows, groups, **options)` for the groups and options `plan` holds: the same
+/// output and errors. With the plan's `batch_encoding`, a batch holding no list (every key
+/// an array or tensor) comes back finished: `label` then `label_ids` renamed to `labels`
+/// (popped, then set), in a BatchEncoding whose `data` is the dict; any other batch comes
+/// back as the dict, for the caller to finish.
+#[pyfunction]
+pub fn collate_planned<'py>(
+    py: Python<'py>,
+    rows: &Bound<'py, PyAny>,
+    plan: &Bound<'py, CollatePlan>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let plan = plan.get();
+    let to_tensor = plan.to_tensor.as_ref().map(|f| f.bind(py).clone());
+    let batch = collate_with(
+        py,
+        rows,
+        &plan.plan,
+        None,
+        plan.keep_arrays,
+        to_tensor.as_ref(),
+    )?;
+    let Some(class) = &plan.batch_encoding else {
+        return Ok(batch.into_any());
+    };
+    if batch
+        .iter()
+        .any(|(_, value)| value.is_exact_instance_of::<PyList>())
+    {
+        return Ok(batch.into_any());
+    }
+    for old in [intern!(py, "label"), intern!(py, "label_ids")] {
+        if let Some(value) = batch.get_item(old)? {
+            batch.del_item(old)?;
+            batch.set_item(intern!(py, "labels"), value)?;
+        }
+    }
+    let class = class.bind(py);
+    let encoding = class.call_method1(intern!(py, "__new__"), (class,))?;
+    let store = encoding.getattr(intern!(py, "__dict__"))?;
+    let store = store.cast::<PyDict>()?;
+    store.set_item(intern!(py, "data"), batch)?;
+    store.set_item(intern!(py, "_encodings"), py.None())?;
+    store.set_item(intern!(py, "_n_sequences"), py.None())?;
+    Ok(encoding)
+}
+
+fn collate_with<'py>(
+    py: Python<'py>,
+    features: &Bound<'py, PyAny>,
+    plan: &Plan,
+    keys: Option<BatchKeys<'py>>,
+    keep_arrays: bool,
+    to_tensor: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
     let mut padded_keys: Vec<&str> = Vec::new();
     for group in &plan.groups {
         padded_keys.push(&group.lead);
@@ -116,16 +209,29 @@ pub fn collate<'py>(
     // Groups padded straight from the rows (the usual batch); the rest is gathered into
     // columns and padded by the core.
     let (keys, in_place, rest_plan, gathered) =
-        match pad_groups_in_place(features, &plan, &padded_keys, &keys)? {
+        match pad_groups_in_place(features, plan, &padded_keys, &keys)? {
             None => {
                 let (keys, gathered) = gather(features, &padded_keys, keys, keep_arrays)?;
                 (keys, Vec::new(), None, gathered)
             }
             Some(InPlace {
                 keys,
-                outputs,
+                rows,
+                mut outputs,
                 rest_groups,
             }) => {
+                // Keys outside every group holding an int per row (labels: Python ints, or
+                // 0-d tensors), read straight from the rows too.
+                for (name, object) in keys.names.iter().zip(&keys.objects) {
+                    if padded_keys.contains(&name.as_str()) {
+                        continue;
+                    }
+                    if let Some(output) =
+                        in_place::int_scalars(&rows, object, name, plan, keep_arrays)
+                    {
+                        outputs.push(output);
+                    }
+                }
                 let rest = keys.filtered(|key| !outputs.iter().any(|o| o.key == key));
                 let gathered = if rest.names.is_empty() {
                     Vec::new()
@@ -159,7 +265,7 @@ pub fn collate<'py>(
     let outputs = if numeric.is_empty() {
         Vec::new()
     } else {
-        let core_plan = rest_plan.as_ref().unwrap_or(&plan);
+        let core_plan = rest_plan.as_ref().unwrap_or(plan);
         py.detach(|| pad::collate(numeric, core_plan))?
     };
     let mut outputs: HashMap<String, Output> = outputs
@@ -182,7 +288,7 @@ pub fn collate<'py>(
         } else if let Some(output) = outputs.remove(name) {
             let ragged = matches!(output.layout, Layout::Ragged { .. });
             let value = output_to_py(py, output)?;
-            match &to_tensor {
+            match to_tensor {
                 Some(convert) if !ragged => result.set_item(object, convert.call1((value,))?)?,
                 _ => result.set_item(object, value)?,
             }

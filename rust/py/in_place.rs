@@ -10,8 +10,9 @@
 //! changes nothing, so the result is the general path's either way.
 
 use numpy::{PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyDict, PyInt, PyList, PyString, PyTuple};
 
 use crate::core::pad::{self, Data, Layout, Output, PadGroup, Plan, Strategy};
 
@@ -298,4 +299,60 @@ pub fn pad_group<'a, 'py>(
         });
     }
     Some(outputs)
+}
+
+/// A key outside the pad groups holding a number per row that reads as a Python `int` within
+/// the int64 range (a classification label): its int64 column, read straight from the rows.
+/// Either every row holds an exact `int`, or (unless `keep_arrays`, which leaves tensors to
+/// the caller) every row an exact 0-d torch tensor whose `tolist()` is such an int, as
+/// `read::read_tensor_scalars` reads them. None for anything else (a bool, a float, a numpy
+/// value, a larger int, a row without the key, a mix): the general path then reads the key
+/// and reports what is wrong, as it would have. What it gives for such a key is this: one
+/// int64 value per row.
+pub fn int_scalars(
+    rows: &[Bound<'_, PyDict>],
+    key: &Bound<'_, PyString>,
+    name: &str,
+    plan: &Plan,
+    keep_arrays: bool,
+) -> Option<Output> {
+    if plan.dtypes.contains_key(name) {
+        return None;
+    }
+    let first = rows.first()?.get_item(key).ok()??;
+    let py = first.py();
+    let tensor_type = if first.is_exact_instance_of::<PyInt>() {
+        None
+    } else {
+        let tensor_type = tensors::torch_tensor_type(py).filter(|_| !keep_arrays)?;
+        if !first.get_type().is(tensor_type) {
+            return None;
+        }
+        let dim = first.call_method0(intern!(py, "dim")).ok()?;
+        if dim.extract::<usize>().ok()? != 0 {
+            return None;
+        }
+        Some(tensor_type)
+    };
+    let mut values = Vec::new();
+    values.try_reserve_exact(rows.len()).ok()?;
+    for row in rows {
+        let value = row.get_item(key).ok()??;
+        let number = match tensor_type {
+            None => value,
+            Some(tensor_type) => {
+                if !value.get_type().is(tensor_type) {
+                    return None;
+                }
+                value.call_method0(intern!(py, "tolist")).ok()?
+            }
+        };
+        let int = number.cast_exact::<PyInt>().ok()?;
+        values.push(int.extract::<i64>().ok()?);
+    }
+    Some(Output {
+        key: name.to_owned(),
+        data: Data::I64(values),
+        layout: Layout::Scalar { rows: rows.len() },
+    })
 }

@@ -31,7 +31,7 @@ mod _native {
     #[pymodule_export]
     use super::arrow::{collate_arrow, ArrowColumnHandle};
     #[pymodule_export]
-    use super::collate::collate;
+    use super::collate::{collate, collate_planned, CollatePlan};
     #[pymodule_export]
     use super::flatten::flatten_batch;
     #[pymodule_export]

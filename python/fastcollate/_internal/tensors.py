@@ -192,6 +192,15 @@ def _batch_encoding_class() -> tuple[Any, dict | None, Any] | None:
     return _BATCH_ENCODING[0]
 
 
+def plain_batch_encoding_class() -> Any:
+    """transformers' BatchEncoding where an empty one holds `data`, `_encodings` and
+    `_n_sequences` only (what `batch_encoding` fills), else None."""
+    found = _BATCH_ENCODING[0] if _BATCH_ENCODING else _batch_encoding_class()
+    if found is None or found[1] is not None:
+        return None
+    return found[0]
+
+
 def batch_encoding(data: dict):
     """A transformers.BatchEncoding (so `.to(device)` works) when transformers is installed,
     else the plain dict."""

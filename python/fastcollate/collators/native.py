@@ -16,7 +16,14 @@ def collate(features: Any, groups: list, **options: Any) -> dict:
     return _native.collate(features, groups, **options)
 
 
-def collate_rows(rows: list, groups: list, options: dict) -> dict:
-    """`_native.collate` for a list of rows, with its keyword options as one prepared dict:
-    for callers that settled them once for many calls."""
-    return _native.collate(rows, groups, **options)
+def collate_rows(rows: list, plan: Any) -> Any:
+    """`_native.collate` for a list of rows, with its groups and options settled once for many
+    calls in a `_native.CollatePlan`: the same output and errors; a batch of arrays / tensors
+    alone comes back finished when the plan has a `batch_encoding` (see `_native.pyi`)."""
+    return _native.collate_planned(rows, plan)
+
+
+def collate_plan(groups: list, **options: Any) -> Any:
+    """The `_native.CollatePlan` of `groups` and `collate`'s keyword options `float32`,
+    `keep_arrays` and `to_tensor`, for `collate_rows`."""
+    return _native.CollatePlan(groups, **options)

@@ -19,10 +19,11 @@ from .._internal.tensors import (
     convert,
     is_torch_tensor,
     pin_tensors,
+    plain_batch_encoding_class,
     torch_module,
 )
 from ..arrow import ArrowBatch
-from .native import collate, collate_rows
+from .native import collate, collate_plan, collate_rows
 from .padding_options import PadSettings, padding_group
 from .tokenizer_state import has_state_key, state_key
 
@@ -259,21 +260,27 @@ class _CallPlan:
     (`tokenizer_state.state_key`: the objects transformers stores the pad token, padding side
     and the rest in) compares equal."""
 
-    __slots__ = ("fields", "tokenizer_key", "main", "groups", "options", "array_kinds")
+    __slots__ = ("fields", "tokenizer_key", "main", "native_plans", "array_kinds")
 
     def __init__(self, fields: tuple, tokenizer_key: tuple, settings: PadSettings, group: tuple,
                  return_tensors: str):
         self.fields = fields
         self.tokenizer_key = tokenizer_key
         self.main = settings.main_input
-        self.groups = [group]
-        # `_native.collate`'s options for each kind of main input (None: Python lists), as
-        # `pad` passes them; under "pt" the native call builds the tensors.
-        common: dict[str, Any] = {"float32": return_tensors == "pt", "allow_ragged": False}
+        # `_native.collate`'s groups and options for each kind of main input (None: Python
+        # lists), as `pad` passes them, parsed once; under "pt" the native call builds the
+        # tensors.
+        # The native call also finishes a batch of arrays / tensors alone (labels renamed, a
+        # BatchEncoding made), as `DataCollatorWithPadding.__call__` would.
+        common: dict[str, Any] = {
+            "float32": return_tensors == "pt",
+            "batch_encoding": plain_batch_encoding_class(),
+        }
         if return_tensors == "pt":
             common["to_tensor"] = torch_module().from_numpy
-        self.options = {
-            kind: {**common, "keep_arrays": kind is None} for kind in (None, "np", "pt")
+        self.native_plans = {
+            kind: collate_plan([group], **common, keep_arrays=kind is None)
+            for kind in (None, "np", "pt")
         }
         # The main input's kind for rows whose token ids are of exactly these classes (torch's
         # where torch is imported; other rows are told apart by `_row_main_kind`).
@@ -378,7 +385,9 @@ class DataCollatorWithPadding:
             else:
                 planned, main_kind = _row_main_kind(first, plan.main)
             if planned:
-                batch = collate_rows(features, plan.groups, plan.options[main_kind])
+                batch = collate_rows(features, plan.native_plans[main_kind])
+                if type(batch) is not dict:
+                    return batch  # finished natively: no key came back as a list
                 if list in map(type, batch.values()):
                     batch = _converted(batch, main_kind, main_kind is None, fields[4])
                 # `_renamed_labels`, spelled out: a call is a fortieth of what is left.
