@@ -31,6 +31,7 @@ from compare import (  # noqa: E402
     assert_unchanged,
     to_format,
 )
+from fastcollate import _native  # noqa: E402
 from fastcollate.trl import (  # noqa: E402
     DataCollatorForPreference,
     DataCollatorForUnpairedPreference,
@@ -265,6 +266,100 @@ def test_pad_with_mask_same_as_grpos_padding(
     expected = grpo_padding(sequences, padding_value, padding_side, pad_to_multiple_of)
     assert_same_value("ids", ours[0], expected[0])
     assert_same_value("mask", ours[1], expected[1])
+
+
+@SETTINGS
+@given(
+    sequences=st.lists(
+        st.tuples(
+            st.lists(st.integers(-(2**63), 2**63 - 1), max_size=8),
+            st.sampled_from([list, tuple]),
+        ).map(lambda pair: pair[1](pair[0])),
+        min_size=1,
+        max_size=6,
+    ).filter(lambda rows: rows[0]),
+    padding_value=st.sampled_from(PAD_IDS),
+    padding_side=st.sampled_from(["left", "right"]),
+    pad_to_multiple_of=st.sampled_from(MULTIPLES),
+)
+def test_pad_with_mask_reads_lists_and_tuples_in_place_as_grpo_pads_them(
+    sequences, padding_value, padding_side, pad_to_multiple_of
+):
+    # Lists and tuples of ints (the whole int64 range, empty rows after the first) take the
+    # native call's in-place path; int64 output and mask, as TRL's four steps give.
+    left = padding_side == "left"
+    native = _native.pad_sequences(
+        sequences, pad_id=padding_value, multiple=pad_to_multiple_of, left=left
+    )
+    assert native is not None
+    before = copy.deepcopy(sequences)
+    ours = pad_with_mask(sequences, padding_value, padding_side, pad_to_multiple_of)
+    assert sequences == before
+    expected = grpo_padding(sequences, padding_value, padding_side, pad_to_multiple_of)
+    for name, mine, theirs in zip(("ids", "mask"), ours, expected, strict=True):
+        assert mine.dtype == theirs.dtype == torch.int64
+        assert_same_value(name, mine, theirs)
+    assert all(np.array_equal(a, b.numpy()) for a, b in zip(native, ours, strict=True))
+
+
+def test_pad_with_mask_leaves_what_it_cannot_read_in_place_to_the_general_path():
+    left = {"pad_id": 0, "multiple": None, "left": True}
+    numpy_ints = [[np.int64(3), 4], [5]]
+    for refused in ([[1], (2,), np.array([3])], [[1.0]], [[True]], [[2**63]], [[]], numpy_ints):
+        assert _native.pad_sequences(refused, **left) is None
+    ids_, mask = pad_with_mask(numpy_ints, 0, "left")
+    expected = grpo_padding(numpy_ints, 0, "left", None)
+    assert_same_value("ids", ids_, expected[0])
+    assert_same_value("mask", mask, expected[1])
+    with pytest.raises(ValueError, match=r"'sequences' in row 0 .* does not fit in int64"):
+        pad_with_mask([[2**63]])
+    with pytest.raises(TypeError, match=r"'sequences' in row 0 holds a float"):
+        pad_with_mask([[1.0]])
+
+
+@SETTINGS
+@given(
+    lengths=st.lists(
+        st.tuples(st.integers(0, 6), st.integers(0, 6), st.integers(0, 6)), min_size=1, max_size=5
+    ),
+    with_prompt=st.booleans(),
+    together=st.booleans(),
+    max_length=st.sampled_from(MAX_LENGTHS),
+    keep_end=st.booleans(),
+    multiple=st.sampled_from(MULTIPLES),
+    sequence=st.sampled_from([list, tuple]),
+)
+def test_prompt_completion_in_place_path_same_as_the_general_path(
+    lengths, with_prompt, together, max_length, keep_end, multiple, sequence
+):
+    # Exact dicts of lists or tuples are read in place; a dict subclass goes through columns.
+    class Row(dict):
+        pass
+
+    rows = [
+        {
+            key: sequence(range(100 * row + 10 * index, 100 * row + 10 * index + n))
+            for index, (key, n) in enumerate(zip(("p", "a", "b"), sizes, strict=True))
+        }
+        for row, sizes in enumerate(lengths)
+    ]
+    if not any(lengths):
+        return
+    options = {
+        "together": together,
+        "pad_id": 7,
+        "multiple": multiple,
+        "max_length": max_length,
+        "keep_end": keep_end,
+    }
+    prompt = "p" if with_prompt else None
+    in_place = _native.pad_prompt_completion(rows, prompt, ["a", "b"], **options)
+    general = _native.pad_prompt_completion([Row(r) for r in rows], prompt, ["a", "b"], **options)
+    assert len(in_place) == len(general) == (1 if together else 2)
+    for mine, theirs in zip(in_place, general, strict=True):
+        for a, b in zip(mine, theirs, strict=True):
+            assert a.dtype == b.dtype == np.int64
+            np.testing.assert_array_equal(a, b)
 
 
 # --- documented differences and bad input ----------------------------------------------------

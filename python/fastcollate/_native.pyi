@@ -24,6 +24,7 @@ __all__ = [
     "pack_epoch",
     "pack_stream_buffer",
     "pad_prompt_completion",
+    "pad_sequences",
     "rebalance_epoch",
 ]
 __version__: str
@@ -115,6 +116,14 @@ def pad_prompt_completion(
     keep_end: bool,  # keep the last max_length tokens, not the first
     completion_mask: bool = True,  # False: the third matrix is None (not written)
 ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]: ...  # int64 ids, attention, completion
+
+def pad_sequences(
+    sequences: Sequence[Sequence[int]],
+    *,
+    pad_id: int,
+    multiple: int | None,
+    left: bool,
+) -> tuple[np.ndarray, np.ndarray] | None: ...  # int64 ids and mask; None: not lists of ints
 
 def flatten_batch(
     features: Sequence[Mapping[str, Any]],

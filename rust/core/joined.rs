@@ -3,7 +3,10 @@
 //! matrix, with the attention mask and the completion mask (1 on the completion's tokens)
 //! written in the same pass. The joined lists are never built.
 
+use std::ops::Range;
+
 use crate::core::error::{CollateError, Result};
+use crate::core::pad::append_slots;
 
 /// Sequences laid end to end: row `i` is `values[offsets[i]..offsets[i + 1]]`.
 #[derive(Debug, Clone, Copy)]
@@ -18,8 +21,11 @@ impl<'a> Sequences<'a> {
         self.offsets.len().saturating_sub(1)
     }
 
-    fn row(&self, row: usize) -> &'a [i64] {
-        &self.values[self.offsets[row]..self.offsets[row + 1]]
+    /// Row `row`'s values; None when the offsets do not fit the values.
+    fn row(&self, row: usize) -> Option<&'a [i64]> {
+        let start = *self.offsets.get(row)?;
+        let end = *self.offsets.get(row + 1)?;
+        self.values.get(start..end)
     }
 }
 
@@ -58,25 +64,39 @@ fn reserved(cells: usize) -> Result<Vec<i64>> {
     Ok(out)
 }
 
-/// The part of the prompt and of the completion a joined sequence keeps.
-fn kept<'a>(
-    prompt: &'a [i64],
-    completion: &'a [i64],
-    options: &JoinOptions,
-) -> (&'a [i64], &'a [i64]) {
+/// The ranges of the prompt and of the completion a joined sequence keeps.
+fn kept(prompt: usize, completion: usize, options: &JoinOptions) -> (Range<usize>, Range<usize>) {
     let limit = match options.max_length {
-        Some(limit) if prompt.len() + completion.len() > limit => limit,
-        _ => return (prompt, completion),
+        Some(limit) if prompt + completion > limit => limit,
+        _ => return (0..prompt, 0..completion),
     };
     if options.keep_end {
-        let completion = &completion[completion.len().saturating_sub(limit)..];
-        let room = limit - completion.len();
-        (&prompt[prompt.len().saturating_sub(room)..], completion)
+        let completion_start = completion.saturating_sub(limit);
+        let room = limit - (completion - completion_start);
+        (
+            prompt.saturating_sub(room)..prompt,
+            completion_start..completion,
+        )
     } else {
-        let prompt = &prompt[..prompt.len().min(limit)];
-        let room = limit - prompt.len();
-        (prompt, &completion[..completion.len().min(room)])
+        let prompt_end = prompt.min(limit);
+        let room = limit - prompt_end;
+        (0..prompt_end, 0..completion.min(room))
     }
+}
+
+/// One column's sequence lengths (row `i` is `lengths[i]` long), named for error messages.
+#[derive(Debug, Clone, Copy)]
+pub struct Lengths<'a> {
+    pub key: &'a str,
+    pub lengths: &'a [usize],
+}
+
+/// Which sequence of a row a joined row's tokens are read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    Prompt,
+    /// The completion of the set at this index.
+    Completion(usize),
 }
 
 /// Joins `prompts` row by row to each set of `completions` in turn (output row
@@ -86,7 +106,51 @@ pub fn pad_joined(
     completions: &[Sequences<'_>],
     options: &JoinOptions,
 ) -> Result<JoinedBatch> {
-    let batch = prompts.rows();
+    let lengths = |set: &Sequences<'_>| -> Vec<usize> {
+        set.offsets
+            .windows(2)
+            .map(|w| w[1].saturating_sub(w[0]))
+            .collect()
+    };
+    let prompt_lengths = lengths(&prompts);
+    let completion_lengths: Vec<Vec<usize>> = completions.iter().map(lengths).collect();
+    let completion_views: Vec<Lengths<'_>> = completions
+        .iter()
+        .zip(&completion_lengths)
+        .map(|(set, lengths)| Lengths {
+            key: set.key,
+            lengths,
+        })
+        .collect();
+    let read = |part: Part, row: usize, start: usize, place: &mut [i64]| {
+        let set = match part {
+            Part::Prompt => Some(&prompts),
+            Part::Completion(index) => completions.get(index),
+        };
+        let values = set
+            .and_then(|set| set.row(row))
+            .and_then(|values| values.get(start..start.saturating_add(place.len())));
+        values.map(|values| place.copy_from_slice(values)).is_some()
+    };
+    let prompt_view = Lengths {
+        key: prompts.key,
+        lengths: &prompt_lengths,
+    };
+    pad_joined_with(prompt_view, &completion_views, options, read)?.ok_or_else(|| {
+        CollateError::InvalidOption("a sequence is shorter than its offsets say".to_string())
+    })
+}
+
+/// `pad_joined` from the sequences' lengths alone: `write(part, row, start, place)` sets
+/// `place` to that row's prompt or completion values from `start` on, straight from wherever
+/// they are held. It returns false to give up, and then the result is `Ok(None)`.
+pub fn pad_joined_with(
+    prompts: Lengths<'_>,
+    completions: &[Lengths<'_>],
+    options: &JoinOptions,
+    mut write: impl FnMut(Part, usize, usize, &mut [i64]) -> bool,
+) -> Result<Option<JoinedBatch>> {
+    let batch = prompts.lengths.len();
     if batch == 0 {
         return Err(CollateError::EmptyBatch);
     }
@@ -95,18 +159,18 @@ pub fn pad_joined(
             "pad_to_multiple_of and max_length must be at least 1".to_string(),
         ));
     }
-    if let Some(set) = completions.iter().find(|set| set.rows() != batch) {
+    if let Some(set) = completions.iter().find(|set| set.lengths.len() != batch) {
         return Err(CollateError::InvalidOption(format!(
             "'{}' has {} rows but '{}' has {batch}",
             set.key,
-            set.rows(),
+            set.lengths.len(),
             prompts.key
         )));
     }
     let mut longest = 0;
     for set in completions {
-        for row in 0..batch {
-            let (prompt, completion) = kept(prompts.row(row), set.row(row), options);
+        for (&prompt, &completion) in prompts.lengths.iter().zip(set.lengths) {
+            let (prompt, completion) = kept(prompt, completion, options);
             longest = longest.max(prompt.len() + completion.len());
         }
     }
@@ -131,32 +195,40 @@ pub fn pad_joined(
     let mut input_ids = reserved(cells)?;
     let mut attention_mask = reserved(cells)?;
     let mut completion_mask = reserved(if options.completion_mask { cells } else { 0 })?;
-    let sources = completions
-        .iter()
-        .flat_map(|set| (0..batch).map(move |row| (prompts.row(row), set.row(row))));
-    for (prompt, completion) in sources {
-        let (prompt, completion) = kept(prompt, completion, options);
-        let end = prompt.len() + completion.len();
-        // Within the reservation: `rows` rows of `width` cells, `end <= longest <= width`.
-        let row_end = input_ids.len() + width;
-        input_ids.extend_from_slice(prompt);
-        input_ids.extend_from_slice(completion);
-        input_ids.resize(row_end, options.pad_id);
-        attention_mask.resize(attention_mask.len() + end, 1);
-        attention_mask.resize(row_end, 0);
-        if options.completion_mask {
-            completion_mask.resize(completion_mask.len() + prompt.len(), 0);
-            completion_mask.resize(completion_mask.len() + completion.len(), 1);
-            completion_mask.resize(row_end, 0);
+    for (index, set) in completions.iter().enumerate() {
+        for (row, (&prompt, &completion)) in prompts.lengths.iter().zip(set.lengths).enumerate() {
+            let (prompt, completion) = kept(prompt, completion, options);
+            let end = prompt.len() + completion.len();
+            // Within the reservation: `rows` rows of `width` cells, `end <= longest <= width`.
+            let row_end = input_ids.len() + width;
+            for (part, range) in [
+                (Part::Prompt, &prompt),
+                (Part::Completion(index), &completion),
+            ] {
+                let written = append_slots(&mut input_ids, range.len(), |place| {
+                    write(part, row, range.start, place)
+                });
+                if !written {
+                    return Ok(None);
+                }
+            }
+            input_ids.resize(row_end, options.pad_id);
+            attention_mask.resize(attention_mask.len() + end, 1);
+            attention_mask.resize(row_end, 0);
+            if options.completion_mask {
+                completion_mask.resize(completion_mask.len() + prompt.len(), 0);
+                completion_mask.resize(completion_mask.len() + completion.len(), 1);
+                completion_mask.resize(row_end, 0);
+            }
         }
     }
-    Ok(JoinedBatch {
+    Ok(Some(JoinedBatch {
         rows,
         width,
         input_ids,
         attention_mask,
         completion_mask,
-    })
+    }))
 }
 
 #[cfg(test)]
@@ -307,5 +379,54 @@ mod tests {
             pad_joined(view("p", &one), &[view("c", &one)], &huge),
             Err(CollateError::OutputTooLarge { .. })
         ));
+    }
+
+    #[test]
+    fn writes_each_kept_range_from_its_start_and_gives_up_when_told() {
+        let prompts = [3, 1];
+        let completions = [2, 4];
+        let prompt_view = Lengths {
+            key: "p",
+            lengths: &prompts,
+        };
+        let sets = [Lengths {
+            key: "c",
+            lengths: &completions,
+        }];
+        let mut calls = Vec::new();
+        let out = pad_joined_with(
+            prompt_view,
+            &sets,
+            &options(Some(3), true, None),
+            |part, row, start, place| {
+                calls.push((part, row, start, place.len()));
+                let base = if part == Part::Prompt { 10 } else { 20 } + 100 * row as i64;
+                for (offset, slot) in place.iter_mut().enumerate() {
+                    *slot = base + (start + offset) as i64;
+                }
+                true
+            },
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            calls,
+            vec![
+                (Part::Prompt, 0, 2, 1),
+                (Part::Completion(0), 0, 0, 2),
+                (Part::Prompt, 1, 1, 0),
+                (Part::Completion(0), 1, 1, 3),
+            ]
+        );
+        assert_eq!(out.input_ids, vec![12, 20, 21, 121, 122, 123]);
+        assert_eq!(out.completion_mask, vec![0, 1, 1, 1, 1, 1]);
+        let gave_up = pad_joined_with(
+            prompt_view,
+            &sets,
+            &options(None, false, None),
+            |part, _, _, _| part == Part::Prompt,
+        )
+        .unwrap();
+        assert_eq!(gave_up, None);
     }
 }

@@ -291,6 +291,19 @@ pub fn append_slots<T: Copy + Default>(
     write(&mut out[start..])
 }
 
+/// The `rows × target` attention mask of rows of `lengths`: 1 on each row's values, 0 on its
+/// padding (before the values when `left`). A row longer than `target` is an error naming it.
+pub fn attention_mask(key: &str, lengths: &[usize], target: usize, left: bool) -> Result<Vec<i64>> {
+    let mask = fill_in_place(key, lengths, target, 0, left, |row, out| {
+        let Some(&length) = lengths.get(row) else {
+            return false;
+        };
+        out.resize(out.len() + length, 1);
+        true
+    })?;
+    mask.ok_or_else(|| CollateError::InvalidOption(format!("'{key}': a row was not written")))
+}
+
 fn uniform_length(column: &Column) -> Result<Option<usize>> {
     let lengths = column.lengths();
     let Some(&first) = lengths.first() else {
@@ -851,5 +864,21 @@ mod tests {
         };
         assert_eq!(values[0], big as f32);
         assert_eq!(values[1], i64::MAX as f32);
+    }
+
+    #[test]
+    fn attention_mask_marks_each_rows_values_on_its_side() {
+        assert_eq!(
+            attention_mask("m", &[2, 0, 3], 4, false).unwrap(),
+            vec![1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1, 0]
+        );
+        assert_eq!(
+            attention_mask("m", &[2, 0, 3], 3, true).unwrap(),
+            vec![0, 1, 1, 0, 0, 0, 1, 1, 1]
+        );
+        assert!(matches!(
+            attention_mask("m", &[5], 4, false),
+            Err(CollateError::TooLong { row: 0, .. })
+        ));
     }
 }

@@ -119,15 +119,33 @@ pub fn read_exact_ints(
 /// every item is an exact int in the int64 range; `false` otherwise (`place` is then partly
 /// written, for the caller to discard).
 pub fn write_exact_ints(sequence: &Bound<'_, PyAny>, is_list: bool, place: &mut [i64]) -> bool {
+    write_exact_ints_from(sequence, is_list, 0, place, true)
+}
+
+/// Writes `place.len()` items of a list (`is_list`) or tuple from item `start` on into `place`
+/// (all of its items, from `start`, when `whole`), when every one is an exact int in the int64
+/// range; `false` otherwise, or when the sequence is too short (`place` is then partly
+/// written, for the caller to discard).
+pub fn write_exact_ints_from(
+    sequence: &Bound<'_, PyAny>,
+    is_list: bool,
+    start: usize,
+    place: &mut [i64],
+    whole: bool,
+) -> bool {
     #[cfg(not(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy)))]
     {
         use pyo3::ffi;
         // SAFETY: as in `read_exact_ints`: the caller checked the type, and nothing here runs
         // Python code.
-        let items = unsafe { sequence_items(sequence, is_list) };
-        if items.len() != place.len() {
+        let all = unsafe { sequence_items(sequence, is_list) };
+        let end = start.saturating_add(place.len());
+        if whole && end != all.len() {
             return false;
         }
+        let Some(items) = all.get(start..end) else {
+            return false;
+        };
         let inline = int_digits_are_30_bit(sequence.py());
         for (slot, &item) in place.iter_mut().zip(items) {
             // SAFETY: `item` is live (see above) and checked to be an exact int before it is read.
@@ -143,11 +161,20 @@ pub fn write_exact_ints(sequence: &Bound<'_, PyAny>, is_list: bool, place: &mut 
     }
     #[cfg(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy))]
     {
+        let _ = is_list;
+        match sequence.len() {
+            Ok(len) if len >= start.saturating_add(place.len()) => {
+                if whole && len != start.saturating_add(place.len()) {
+                    return false;
+                }
+            }
+            _ => return false,
+        }
         let Ok(items) = sequence.try_iter() else {
             return false;
         };
         let mut written = 0;
-        for (slot, item) in place.iter_mut().zip(items) {
+        for (slot, item) in place.iter_mut().zip(items.skip(start)) {
             let Ok(item) = item else { return false };
             if !item.is_exact_instance_of::<PyInt>() {
                 return false;
@@ -158,7 +185,6 @@ pub fn write_exact_ints(sequence: &Bound<'_, PyAny>, is_list: bool, place: &mut 
             *slot = value;
             written += 1;
         }
-        let _ = is_list;
         written == place.len()
     }
 }

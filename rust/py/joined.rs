@@ -6,13 +6,16 @@ use numpy::ndarray::Array2;
 use numpy::IntoPyArray;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyDict, PyList, PyTuple};
 
 use super::gather::gather;
+use super::ints;
 use super::rows::BatchKeys;
 use crate::core::column::{Column, Kind, Shape};
 use crate::core::error::CollateError;
-use crate::core::joined::{pad_joined, JoinOptions, JoinedBatch, Sequences};
+use crate::core::joined::{
+    pad_joined, pad_joined_with, JoinOptions, JoinedBatch, Lengths, Part, Sequences,
+};
 
 fn matrix<'py>(
     py: Python<'py>,
@@ -48,6 +51,96 @@ fn sequences(column: &Column) -> PyResult<Sequences<'_>> {
     })
 }
 
+/// A value read in place: an exact list or tuple, with its length.
+fn sequence_length(value: &Bound<'_, PyAny>) -> Option<(bool, usize)> {
+    if let Ok(list) = value.cast_exact::<PyList>() {
+        return Some((true, list.len()));
+    }
+    value
+        .cast_exact::<PyTuple>()
+        .ok()
+        .map(|tuple| (false, tuple.len()))
+}
+
+/// The batches read straight from the rows into the padded matrices, with no columns in
+/// between, when every row is an exact dict whose values under `keys` (the prompt key first
+/// when `has_prompt`) are exact lists or tuples of exact ints in the int64 range. None gives
+/// the batch to the general path (which reports what is wrong, in row order); nothing here
+/// runs Python code, so giving up changes nothing.
+fn in_place(
+    features: &Bound<'_, PyAny>,
+    keys: &[String],
+    has_prompt: bool,
+    together: bool,
+    options: &JoinOptions,
+) -> Option<Vec<JoinedBatch>> {
+    let rows = features.cast_exact::<PyList>().ok()?;
+    let py = features.py();
+    let py_keys: Vec<_> = keys
+        .iter()
+        .map(|key| pyo3::types::PyString::new(py, key))
+        .collect();
+    let mut values: Vec<Vec<(Bound<'_, PyAny>, bool)>> =
+        vec![Vec::with_capacity(rows.len()); keys.len()];
+    let mut lengths: Vec<Vec<usize>> = vec![Vec::with_capacity(rows.len()); keys.len()];
+    let mut total = 0usize;
+    for row in rows.iter() {
+        let row = row.cast_exact::<PyDict>().ok()?;
+        for ((key, values), lengths) in py_keys.iter().zip(&mut values).zip(&mut lengths) {
+            let value = row.get_item(key).ok()??;
+            let (is_list, length) = sequence_length(&value)?;
+            total = total.saturating_add(length);
+            values.push((value, is_list));
+            lengths.push(length);
+        }
+    }
+    // Nothing but empty sequences has no element type yet: left to the general path.
+    if total == 0 {
+        return None;
+    }
+    let no_prompt = vec![0usize; rows.len()];
+    let (prompt_lengths, completion_lengths) = if has_prompt {
+        let (first, rest) = lengths.split_first()?;
+        (first.as_slice(), rest)
+    } else {
+        (no_prompt.as_slice(), lengths.as_slice())
+    };
+    let completion_values = &values[usize::from(has_prompt)..];
+    let prompt = Lengths {
+        key: "prompt",
+        lengths: prompt_lengths,
+    };
+    let sets: Vec<Lengths<'_>> = completion_lengths
+        .iter()
+        .zip(&keys[usize::from(has_prompt)..])
+        .map(|(lengths, key)| Lengths { key, lengths })
+        .collect();
+    let prompt_values = if has_prompt { values.first() } else { None };
+    // `first_set`: the index in `completion_values` of the call's first set.
+    let write = |first_set: usize| {
+        move |part: Part, row: usize, start: usize, place: &mut [i64]| {
+            let column = match part {
+                Part::Prompt if place.is_empty() => return true,
+                Part::Prompt => prompt_values,
+                Part::Completion(index) => completion_values.get(first_set.saturating_add(index)),
+            };
+            column
+                .and_then(|column| column.get(row))
+                .is_some_and(|(value, is_list)| {
+                    ints::write_exact_ints_from(value, *is_list, start, place, false)
+                })
+        }
+    };
+    if together {
+        let batch = pad_joined_with(prompt, &sets, options, write(0)).ok()??;
+        Some(vec![batch])
+    } else {
+        (0..sets.len())
+            .map(|set| pad_joined_with(prompt, &sets[set..=set], options, write(set)).ok()?)
+            .collect()
+    }
+}
+
 /// Every row's `prompt_key` (none: an empty prompt) joined to its value under each of `completion_keys`, cut to
 /// `max_length` (from the end with `keep_end`) and padded right with `pad_id`: a list of
 /// `(input_ids, attention_mask, completion_mask)` int64 matrices, one for all the keys padded
@@ -70,34 +163,6 @@ pub fn pad_prompt_completion<'py>(
 ) -> PyResult<Vec<Bound<'py, PyAny>>> {
     let mut keys: Vec<String> = prompt_key.iter().cloned().collect();
     keys.extend(completion_keys);
-    let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let (_, gathered) = gather(
-        features,
-        &key_refs,
-        Some(BatchKeys::named(py, keys.clone())),
-        false,
-    )?;
-    let columns: Vec<Column> = gathered.into_iter().map(|g| g.column).collect();
-    let views = columns
-        .iter()
-        .map(sequences)
-        .collect::<PyResult<Vec<_>>>()?;
-    // Without a prompt key every row's prompt is empty.
-    let rows = views.first().map_or(0, Sequences::rows);
-    let no_offsets = vec![0usize; rows + 1];
-    let (prompts, completions) = if prompt_key.is_some() {
-        let (prompts, completions) = views
-            .split_first()
-            .ok_or_else(|| PyErr::from(CollateError::EmptyBatch))?;
-        (*prompts, completions)
-    } else {
-        let empty = Sequences {
-            key: "prompt",
-            values: &[],
-            offsets: &no_offsets,
-        };
-        (empty, views.as_slice())
-    };
     let options = JoinOptions {
         pad_id,
         multiple,
@@ -105,16 +170,10 @@ pub fn pad_prompt_completion<'py>(
         keep_end,
         completion_mask,
     };
-    let batches: Vec<JoinedBatch> = py.detach(|| {
-        if together {
-            pad_joined(prompts, completions, &options).map(|b| vec![b])
-        } else {
-            completions
-                .iter()
-                .map(|set| pad_joined(prompts, std::slice::from_ref(set), &options))
-                .collect()
-        }
-    })?;
+    let batches = match in_place(features, &keys, prompt_key.is_some(), together, &options) {
+        Some(batches) => batches,
+        None => gathered_and_padded(py, features, prompt_key.is_some(), keys, together, &options)?,
+    };
     batches
         .into_iter()
         .map(|b| {
@@ -130,4 +189,55 @@ pub fn pad_prompt_completion<'py>(
             Ok(PyTuple::new(py, items)?.into_any())
         })
         .collect()
+}
+
+/// The general path: the keys read into columns (which names a bad row), then joined and
+/// padded with the interpreter released.
+fn gathered_and_padded(
+    py: Python<'_>,
+    features: &Bound<'_, PyAny>,
+    has_prompt: bool,
+    keys: Vec<String>,
+    together: bool,
+    options: &JoinOptions,
+) -> PyResult<Vec<JoinedBatch>> {
+    let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let (_, gathered) = gather(
+        features,
+        &key_refs,
+        Some(BatchKeys::named(py, keys.clone())),
+        false,
+    )?;
+    let columns: Vec<Column> = gathered.into_iter().map(|g| g.column).collect();
+    let views = columns
+        .iter()
+        .map(sequences)
+        .collect::<PyResult<Vec<_>>>()?;
+    // Without a prompt key every row's prompt is empty.
+    let rows = views.first().map_or(0, Sequences::rows);
+    let no_offsets = vec![0usize; rows + 1];
+    let (prompts, completions) = if has_prompt {
+        let (prompts, completions) = views
+            .split_first()
+            .ok_or_else(|| PyErr::from(CollateError::EmptyBatch))?;
+        (*prompts, completions)
+    } else {
+        let empty = Sequences {
+            key: "prompt",
+            values: &[],
+            offsets: &no_offsets,
+        };
+        (empty, views.as_slice())
+    };
+    let batches: Vec<JoinedBatch> = py.detach(|| {
+        if together {
+            pad_joined(prompts, completions, options).map(|b| vec![b])
+        } else {
+            completions
+                .iter()
+                .map(|set| pad_joined(prompts, std::slice::from_ref(set), options))
+                .collect()
+        }
+    })?;
+    Ok(batches)
 }

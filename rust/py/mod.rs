@@ -20,6 +20,7 @@ mod pad;
 mod read;
 mod rows;
 mod sampling;
+mod sequences;
 mod stream_grouping;
 mod stream_packing;
 mod tensors;
@@ -47,6 +48,8 @@ mod _native {
     };
     #[pymodule_export]
     use super::sampling::{pack_epoch, rebalance_epoch};
+    #[pymodule_export]
+    use super::sequences::pad_sequences;
     #[pymodule_export]
     use super::stream_grouping::group_stream_buffer;
     #[pymodule_export]

@@ -1,6 +1,6 @@
 """TRL's `pad` helper (`trl.trainer.utils.pad`), and `pad_with_mask`: the list-of-token-ids form
 GRPO and RLOO use it in (ids and their mask, padded left for prompts and right for
-completions), in one native call."""
+completions), in one native call that writes the lists straight into the padded matrix."""
 
 from __future__ import annotations
 
@@ -145,6 +145,12 @@ def pad_with_mask(
         raise TypeError("pad_with_mask takes a list of sequences of token ids")
     if not sequences:
         raise ValueError("pad_with_mask needs at least one sequence; the list is empty")
+    # Lists of ints are written straight into the padded matrix; anything else (None) takes
+    # the general path, which pads it the same way or names the bad row.
+    native = _native.pad_sequences(sequences, pad_id=padding_value, multiple=multiple, left=left)
+    if native is not None:
+        ids, mask = native
+        return torch.from_numpy(ids), torch.from_numpy(mask)
     for row, value in enumerate(sequences):
         if type(value) is not list and not isinstance(value, (list, tuple)):
             raise TypeError(

@@ -29,6 +29,8 @@ from .padding import padded_columns, padded_ids
 from .preference_arrow import joined, padded_together, token_columns
 
 _TRUNCATION_MODES = ("keep_start", "keep_end")
+_BOOLS = {bool}
+_LISTS = {list}
 
 
 class _PtOnly:
@@ -93,6 +95,9 @@ def _joined(prompts: list, completions: list) -> list:
 def _scalars(rows: list, key: str, dtype: torch.dtype | None = None) -> torch.Tensor:
     """One value per row as a tensor, as `torch.tensor` makes it (TRL's call)."""
     values = _column(rows, key)
+    if dtype is None and set(map(type, values)) == _BOOLS:
+        # KTO's labels: the same bool tensor as torch.tensor's, a quarter of its time.
+        return torch.from_numpy(np.array(values, dtype=np.bool_))
     try:
         return torch.tensor(values, dtype=dtype)
     except (TypeError, ValueError, RuntimeError) as error:
@@ -328,7 +333,7 @@ class RewardDataCollatorForPreference(TakesArrowBatches, _PtOnly, TRLRewardColla
         chosen = _column(rows, "chosen_ids")
         rejected = _column(rows, "rejected_ids")
         dtype = _row_dtype(chosen[0], "chosen_ids", 0)
-        if any(type(v) is not list for v in chosen) or any(type(v) is not list for v in rejected):
+        if set(map(type, chosen)).union(map(type, rejected)) != _LISTS:
             for key, values in (("chosen_ids", chosen), ("rejected_ids", rejected)):
                 for row, value in enumerate(values):
                     _row_dtype(value, key, row)

@@ -1,0 +1,71 @@
+//! Binding for TRL's `pad` of token-id lists (`fastcollate.trl.pad_with_mask`): a list of
+//! lists or tuples of ints written straight into the padded int64 matrix, with its attention
+//! mask, without a dict per row or a column in between.
+
+use numpy::ndarray::Array2;
+use numpy::IntoPyArray;
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple};
+
+use super::ints;
+use crate::core::pad;
+
+/// `(input_ids, attention_mask)`: `sequences` (exact lists or tuples of exact ints) padded
+/// with `pad_id` to the longest, rounded up to `multiple`, on the left when `left`, as int64
+/// matrices. None when a sequence is anything else (or every one is empty): the caller's
+/// general path then pads them or names the bad row. Nothing here runs Python code.
+#[pyfunction]
+#[pyo3(signature = (sequences, *, pad_id, multiple, left))]
+pub fn pad_sequences<'py>(
+    py: Python<'py>,
+    sequences: &Bound<'py, PyAny>,
+    pad_id: i64,
+    multiple: Option<usize>,
+    left: bool,
+) -> PyResult<Option<(Bound<'py, PyAny>, Bound<'py, PyAny>)>> {
+    let items: Vec<Bound<'py, PyAny>> = if let Ok(list) = sequences.cast_exact::<PyList>() {
+        list.iter().collect()
+    } else if let Ok(tuple) = sequences.cast_exact::<PyTuple>() {
+        tuple.iter().collect()
+    } else {
+        return Ok(None);
+    };
+    let mut lengths = Vec::with_capacity(items.len());
+    let mut is_list = Vec::with_capacity(items.len());
+    for item in &items {
+        if let Ok(list) = item.cast_exact::<PyList>() {
+            lengths.push(list.len());
+            is_list.push(true);
+        } else if let Ok(tuple) = item.cast_exact::<PyTuple>() {
+            lengths.push(tuple.len());
+            is_list.push(false);
+        } else {
+            return Ok(None);
+        }
+    }
+    let longest = lengths.iter().copied().max().unwrap_or(0);
+    if longest == 0 {
+        return Ok(None);
+    }
+    let target = pad::round_up(longest, multiple)?;
+    let key = "sequences";
+    let ids = pad::fill_in_place(key, &lengths, target, pad_id, left, |row, out| {
+        match (items.get(row), is_list.get(row), lengths.get(row)) {
+            (Some(item), Some(&list), Some(&length)) => pad::append_slots(out, length, |place| {
+                ints::write_exact_ints(item, list, place)
+            }),
+            _ => false,
+        }
+    })?;
+    let Some(ids) = ids else {
+        return Ok(None);
+    };
+    let mask = pad::attention_mask(key, &lengths, target, left)?;
+    let matrix = |values: Vec<i64>| -> PyResult<Bound<'py, PyAny>> {
+        Ok(Array2::from_shape_vec((lengths.len(), target), values)
+            .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?
+            .into_pyarray(py)
+            .into_any())
+    };
+    Ok(Some((matrix(ids)?, matrix(mask)?)))
+}
