@@ -7,10 +7,12 @@ import numpy as np
 
 __all__ = [
     "ArrowColumn",
+    "CollatePlan",
     "__version__",
     "build_profile",
     "collate",
     "collate_arrow",
+    "collate_planned",
     "compare_exchange",
     "flatten_batch",
     "group_by_length",
@@ -56,9 +58,10 @@ def collate(
 ) -> dict[str, Any]: ...
 
 # `collate`'s groups and options parsed once (allow_ragged=False, no dtypes, no keys).
+@final
 class CollatePlan:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         groups: Sequence[_PadGroup],
         *,
         float32: bool,
@@ -66,7 +69,7 @@ class CollatePlan:
         to_tensor: Callable[[np.ndarray], Any] | None = None,
         # transformers' BatchEncoding: a batch without lists comes back finished in one.
         batch_encoding: type | None = None,
-    ) -> None: ...
+    ) -> CollatePlan: ...
 
 # `collate(rows, groups, **options)` with the groups and options of `plan`.
 # A batch without lists, with the plan's batch_encoding: labels renamed, in a BatchEncoding.
