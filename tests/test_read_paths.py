@@ -716,3 +716,58 @@ def test_label_names_renamed_as_transformers_renames_them(collators, fmt, label_
     ]
     for _ in range(3):  # the second and third calls are planned
         assert_same_as_transformers(collators, rows, return_tensors)
+
+
+# ---------------------------------------------------------------------------------------------
+# Every key of a row read in place: cached small ints (known by their address), other ints,
+# bools and int subclasses, in masks and token type ids as well as token ids
+
+MASK_VALUES = [-6, -5, -1, 0, 1, 2, 255, 256, 257, 2**30, -(2**30), INT64_MIN, INT64_MAX]
+ODD_MASK_VALUES = [True, False, MyInt(1), MyInt(0), Colour.RED]
+
+
+@pytest.mark.parametrize("return_tensors", ["pt", "np"])
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.integers(-(2**40), 2**40) | st.sampled_from(MASK_VALUES), min_size=1,
+                     max_size=9),
+            st.integers(0, 3),
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+    st.sampled_from(["list", "tuple"]),
+)
+@settings(max_examples=40, deadline=None)
+def test_every_key_of_small_and_big_ints(collators, return_tensors, rows_spec, container):
+    wrap = list if container == "list" else tuple
+    if container == "tuple":
+        # transformers cannot pad tuples (it adds a list to them): rows of one length.
+        shortest = min(len(ids) for ids, _ in rows_spec)
+        rows_spec = [(ids[:shortest], shift) for ids, shift in rows_spec]
+    rows = []
+    for ids, shift in rows_spec:
+        # Small ints (mostly the cached objects) in the mask and token type ids, others too.
+        mask = [fresh(v) for v in ids[shift:] + ids[:shift]]
+        types = [fresh(-v if v % 2 else v % 300 - 5) for v in ids]
+        rows.append({
+            "input_ids": wrap(fresh(v) for v in ids),
+            "token_type_ids": wrap(types),
+            "attention_mask": wrap(mask),
+            "label": fresh(ids[0]),
+        })
+    assert_same_as_transformers(collators, rows, return_tensors)
+
+
+@pytest.mark.parametrize("odd", ODD_MASK_VALUES, ids=repr)
+@pytest.mark.parametrize("key", ["attention_mask", "token_type_ids"])
+@pytest.mark.parametrize("row", [0, 1])
+def test_a_bool_or_int_subclass_in_a_mask_reads_as_transformers(collators, odd, key, row):
+    rows = [
+        {"input_ids": [101, 7, 102], "token_type_ids": [0, 0, 0], "attention_mask": [1, 1, 1]},
+        {"input_ids": [101, 102], "token_type_ids": [0, 1], "attention_mask": [1, 1]},
+    ]
+    rows[row][key][1] = odd
+    assert_same_as_transformers(collators, rows)
+    assert_same_as_transformers(collators, rows, "np")

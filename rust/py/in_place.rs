@@ -98,30 +98,30 @@ fn lengths_of(rows: &KeyRows<'_>) -> Option<Vec<usize>> {
     }
 }
 
-/// Writes one row's value into its place.
-fn write_value(value: &Bound<'_, PyAny>, place: &mut [i64]) -> bool {
+/// Appends one row's value (`length` items) to `out`.
+fn append_value(value: &Bound<'_, PyAny>, out: &mut Vec<i64>, length: usize) -> bool {
     if value.is_exact_instance_of::<PyList>() {
-        return ints::write_exact_ints(value, true, place);
+        return ints::append_exact_ints(value, true, out, length);
     }
     if value.is_exact_instance_of::<PyTuple>() {
-        return ints::write_exact_ints(value, false, place);
+        return ints::append_exact_ints(value, false, out, length);
     }
     let Ok(array) = value.cast::<PyUntypedArray>() else {
         return false;
     };
-    read::with_int_values(array, WriteFrom { start: 0, place }).unwrap_or(false)
+    read::with_int_values(array, AppendFirst { length, out }).unwrap_or(false)
 }
 
-/// Copies `place.len()` values from `start` into `place`.
-struct WriteFrom<'a> {
-    start: usize,
-    place: &'a mut [i64],
+/// Appends the first `length` values to `out` (written once: no zero fill first).
+struct AppendFirst<'a> {
+    length: usize,
+    out: &'a mut Vec<i64>,
 }
 
-impl IntValuesVisitor for WriteFrom<'_> {
+impl IntValuesVisitor for AppendFirst<'_> {
     type Output = bool;
     fn visit<T: IntElement>(self, values: &[T]) -> bool {
-        read::write_ints(values, self.start, self.place)
+        read::append_ints(values, 0, self.length, self.out)
     }
 }
 
@@ -169,7 +169,7 @@ fn fill_member(member: &Member<'_, '_>, target: usize, left: bool) -> Option<Vec
                 let Some(value) = values.get(row) else {
                     return false;
                 };
-                pad::append_slots(out, member.lengths[row], |place| write_value(value, place))
+                append_value(value, out, member.lengths[row])
             },
         )
         .ok()

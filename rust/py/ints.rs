@@ -4,6 +4,9 @@
 //! only where it is sound (a build with a GIL and the full C API: the cfgs `build.rs` takes
 //! from PyO3), and everywhere else the same functions take the safe way.
 
+#[cfg(not(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy)))]
+use std::mem::MaybeUninit;
+
 use pyo3::prelude::*;
 #[cfg(not(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy)))]
 use pyo3::sync::PyOnceLock;
@@ -135,7 +138,6 @@ pub fn write_exact_ints_from(
 ) -> bool {
     #[cfg(not(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy)))]
     {
-        use pyo3::ffi;
         // SAFETY: as in `read_exact_ints`: the caller checked the type, and nothing here runs
         // Python code.
         let all = unsafe { sequence_items(sequence, is_list) };
@@ -146,18 +148,10 @@ pub fn write_exact_ints_from(
         let Some(items) = all.get(start..end) else {
             return false;
         };
-        let inline = int_digits_are_30_bit(sequence.py());
-        for (slot, &item) in place.iter_mut().zip(items) {
-            // SAFETY: `item` is live (see above) and checked to be an exact int before it is read.
-            if unsafe { ffi::PyLong_CheckExact(item) } == 0 {
-                return false;
-            }
-            match unsafe { exact_int_value(item, inline) } {
-                Some(value) => *slot = value,
-                None => return false,
-            }
-        }
-        true
+        // SAFETY: writing initialised values into initialised `i64`s through `MaybeUninit`
+        // (same layout) leaves them initialised.
+        let place = unsafe { &mut *(std::ptr::from_mut(place) as *mut [MaybeUninit<i64>]) };
+        write_items(sequence.py(), items, place)
     }
     #[cfg(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy))]
     {
@@ -187,6 +181,154 @@ pub fn write_exact_ints_from(
         }
         written == place.len()
     }
+}
+
+/// Writes `items` (live objects) into `place`, as long as it, when every one is an exact int
+/// in the int64 range; `false` otherwise. Every slot of `place` is written when it returns
+/// `true`.
+#[cfg(not(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy)))]
+#[inline(always)]
+fn write_items(
+    py: Python<'_>,
+    items: &[*mut pyo3::ffi::PyObject],
+    place: &mut [MaybeUninit<i64>],
+) -> bool {
+    use pyo3::ffi;
+    if items.len() != place.len() {
+        return false;
+    }
+    let inline = int_digits_are_30_bit(py);
+    let small = small_ints(py);
+    for (slot, &item) in place.iter_mut().zip(items) {
+        // A cached small int (every 0 and 1 of a mask) is known from its address alone.
+        if let Some(value) = small.and_then(|small| small.value_at(item)) {
+            slot.write(value);
+            continue;
+        }
+        // SAFETY: `item` is live (the caller's guarantee) and checked to be an exact int
+        // before it is read.
+        if unsafe { ffi::PyLong_CheckExact(item) } == 0 {
+            return false;
+        }
+        match unsafe { exact_int_value(item, inline) } {
+            Some(value) => {
+                slot.write(value);
+            }
+            None => return false,
+        }
+    }
+    true
+}
+
+/// Appends a list's (`is_list`) or tuple's items to `out` when it holds exactly `length` items,
+/// every one an exact int in the int64 range; `false` otherwise (`out` then unchanged). The
+/// values are written once, into `out`'s spare capacity (no zero fill first); `out` grows
+/// only when it has less than `length` slots spare.
+pub fn append_exact_ints(
+    sequence: &Bound<'_, PyAny>,
+    is_list: bool,
+    out: &mut Vec<i64>,
+    length: usize,
+) -> bool {
+    if out.try_reserve(length).is_err() {
+        return false;
+    }
+    #[cfg(not(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy)))]
+    {
+        // SAFETY: as in `read_exact_ints`: the caller checked the type, and nothing here runs
+        // Python code.
+        let items = unsafe { sequence_items(sequence, is_list) };
+        if items.len() != length {
+            return false;
+        }
+        let start = out.len();
+        let Some(place) = out.spare_capacity_mut().get_mut(..length) else {
+            return false;
+        };
+        if !write_items(sequence.py(), items, place) {
+            return false;
+        }
+        // SAFETY: the `length` slots after `start` are within the capacity (reserved above)
+        // and `write_items` wrote every one of them (it returned true).
+        unsafe { out.set_len(start + length) };
+        true
+    }
+    #[cfg(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy))]
+    {
+        let start = out.len();
+        out.resize(start + length, 0);
+        if write_exact_ints(sequence, is_list, &mut out[start..]) {
+            true
+        } else {
+            out.truncate(start);
+            false
+        }
+    }
+}
+
+/// CPython's cached small ints (`-5..=256` on every version so far): one static array of int
+/// objects, each the only object of its value, so that an item's address alone says whether
+/// it is one and which. Found and checked once per process by asking CPython for every value
+/// in the range and checking each object sits where the array layout puts it; `None` (every
+/// int read the usual way) when they do not.
+#[cfg(not(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy)))]
+#[derive(Clone, Copy)]
+struct SmallInts {
+    /// The address of the object for `FIRST`.
+    base: usize,
+    /// The array's size in bytes.
+    span: usize,
+    /// log2 of an object's size in the array.
+    shift: u32,
+}
+
+#[cfg(not(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy)))]
+impl SmallInts {
+    const FIRST: i64 = -5;
+    const LAST: i64 = 256;
+
+    /// The value of `item` when it is one of the cached small ints.
+    #[inline(always)]
+    fn value_at(self, item: *mut pyo3::ffi::PyObject) -> Option<i64> {
+        let offset = (item as usize).wrapping_sub(self.base);
+        // Within the array, an object's address is the start of an element: `offset` is a
+        // multiple of the element size.
+        (offset < self.span).then(|| (offset >> self.shift) as i64 + Self::FIRST)
+    }
+
+    fn find(py: Python<'_>) -> Option<SmallInts> {
+        use pyo3::IntoPyObject;
+        // Two lookups of each value: the same object both times, else it is not cached.
+        let address = |value: i64| -> Option<usize> {
+            let first = value.into_pyobject(py).ok()?;
+            let second = value.into_pyobject(py).ok()?;
+            (first.as_ptr() == second.as_ptr()
+                && first.get_type().is(py.get_type::<pyo3::types::PyInt>()))
+            .then(|| first.as_ptr() as usize)
+        };
+        let base = address(Self::FIRST)?;
+        let stride = address(Self::FIRST + 1)?.checked_sub(base)?;
+        if !stride.is_power_of_two() || stride < std::mem::size_of::<pyo3::ffi::PyObject>() {
+            return None;
+        }
+        let count = usize::try_from(Self::LAST - Self::FIRST + 1).ok()?;
+        for (index, value) in (Self::FIRST..=Self::LAST).enumerate() {
+            if address(value)? != base.checked_add(index.checked_mul(stride)?)? {
+                return None;
+            }
+        }
+        Some(SmallInts {
+            base,
+            span: count.checked_mul(stride)?,
+            shift: stride.trailing_zeros(),
+        })
+    }
+}
+
+#[cfg(not(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy)))]
+fn small_ints(py: Python<'_>) -> Option<SmallInts> {
+    static SMALL_INTS: PyOnceLock<Option<SmallInts>> = PyOnceLock::new();
+    *SMALL_INTS.get_or_init(py, || SmallInts::find(py))
 }
 
 /// Whether ints are stored in 30-bit digits held in `u32`s, as `small_int_value` reads them:

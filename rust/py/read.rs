@@ -353,19 +353,6 @@ pub fn with_int_values<V: IntValuesVisitor>(
     }
 }
 
-/// Writes `values[start..]`, as many as `place` holds, into `place` as int64; `false` when
-/// there are not that many, or one is past the int64 range.
-pub fn write_ints<T: IntElement>(values: &[T], start: usize, place: &mut [i64]) -> bool {
-    let Some(src) = int64_range(values, start, place.len()) else {
-        return false;
-    };
-    // A loop with no exit, which the compiler vectorizes (a plain copy for int64).
-    for (slot, &value) in place.iter_mut().zip(src) {
-        *slot = value.wrapping_i64();
-    }
-    true
-}
-
 /// Appends `values[start..start + length]` to `out` as int64; `false` (and nothing appended)
 /// when there are not that many, or one is past the int64 range.
 pub fn append_ints<T: IntElement>(
