@@ -140,6 +140,89 @@ def test_is_trls_class_and_keeps_its_constructor():
     assert not Custom(0).accepts_arrow_batches
 
 
+@SETTINGS
+@given(
+    rows=st.lists(
+        st.integers(0, 12).flatmap(
+            lambda n: st.tuples(
+                st.lists(st.integers(-(2**63), 2**63 - 1), min_size=n, max_size=n),
+                st.lists(st.integers(-(2**63), 2**63 - 1), min_size=n, max_size=n),
+                st.sampled_from([list, tuple]),
+            )
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    pad_token_id=st.sampled_from([0, 2, 151643]),
+    multiple=st.sampled_from([None, 1, 3, 8]),
+    return_position_ids=st.booleans(),
+)
+def test_padded_rows_read_in_place_equal_trl_and_the_general_path(
+    rows, pad_token_id, multiple, return_position_ids
+):
+    """Rows of list / tuple ids and labels (any int64) are padded straight from the rows
+    (`_native.pad_ids_and_labels`): the same batch as TRL's and as the general native path's."""
+    features = [{"input_ids": kind(ids), "labels": kind(labels)} for ids, labels, kind in rows]
+    options = {
+        "pad_token_id": pad_token_id,
+        "pad_to_multiple_of": multiple,
+        "return_position_ids": return_position_ids,
+    }
+    before = copy.deepcopy(features)
+    ours = DataCollatorForLanguageModeling(**options)(features)
+    assert_unchanged(features, before)
+    if rows[0][0]:  # TRL's first empty row is a float32 tensor, whose dtype it pads into
+        assert_same_batch(ours, theirs(features, options))
+    in_place = fastcollate._native.pad_ids_and_labels(
+        features, pad_id=pad_token_id, label_pad_id=-100, multiple=multiple
+    )
+    if all(not ids for ids, _, _ in rows):
+        assert in_place is None  # no element type yet: left to the general path
+        return
+    general = fastcollate._native.collate(
+        features,
+        [("input_ids", pad_token_id, "longest", None, multiple, False,
+          [("labels", -100, True)], "mask")],
+        float32=False,
+        keys=["input_ids", "labels"],
+    )
+    for got, key in zip(in_place, ["input_ids", "labels", "mask"], strict=True):
+        assert got.dtype == general[key].dtype == np.int64
+        assert np.array_equal(got, general[key]), key
+
+
+def test_rows_not_read_in_place_are_left_to_the_general_path():
+    def attempt(features):
+        return fastcollate._native.pad_ids_and_labels(
+            features, pad_id=0, label_pad_id=-100, multiple=None
+        )
+
+    good = {"input_ids": [1, 2], "labels": [1, 2]}
+    assert attempt([good]) is not None
+    for bad in [
+        {"input_ids": [1, 2], "labels": [1]},  # lengths differ: the general path names the row
+        {"input_ids": [1, 2]},
+        {"input_ids": np.array([1, 2]), "labels": [1, 2]},
+        {"input_ids": [1, 2.0], "labels": [1, 2]},
+        {"input_ids": [1, True], "labels": [1, 2]},
+        {"input_ids": [1, 2**63], "labels": [1, 2]},
+        {"input_ids": [1, 2], "labels": [1, -(2**63) - 1]},
+    ]:
+        assert attempt([good, bad]) is None, bad
+    assert attempt((good,)) is None
+    assert attempt([dict_subclass(good)]) is None
+    with pytest.raises(ValueError, match="'labels' in row 1"):
+        DataCollatorForLanguageModeling(pad_token_id=0)([good, {"input_ids": [1], "labels": []}])
+    with pytest.raises((TypeError, ValueError), match="row 1"):
+        DataCollatorForLanguageModeling(pad_token_id=0)(
+            [good, {"input_ids": [1, 2**63], "labels": [1, 2]}]
+        )
+
+
+class dict_subclass(dict):
+    pass
+
+
 def test_outputs_are_numpy_buffers_shared_with_torch():
     batch = DataCollatorForLanguageModeling(pad_token_id=0)(
         [{"input_ids": [1, 2, 3]}, {"input_ids": [4]}]
