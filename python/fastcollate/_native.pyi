@@ -23,7 +23,6 @@ __all__ = [
     "pack_dataset_wrapped",
     "pack_epoch",
     "pack_stream_buffer",
-    "pad_ids_and_labels",
     "pad_prompt_completion",
     "pad_sequences",
     "rebalance_epoch",
@@ -117,14 +116,6 @@ def pad_prompt_completion(
     keep_end: bool,  # keep the last max_length tokens, not the first
     completion_mask: bool = True,  # False: the third matrix is None (not written)
 ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]: ...  # int64 ids, attention, completion
-
-def pad_ids_and_labels(
-    rows: Sequence[Mapping[str, Any]],
-    *,
-    pad_id: int,
-    label_pad_id: int,
-    multiple: int | None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None: ...  # int64 ids, labels, mask; or None
 
 def pad_sequences(
     sequences: Sequence[Sequence[int]],

@@ -49,7 +49,7 @@ mod _native {
     #[pymodule_export]
     use super::sampling::{pack_epoch, rebalance_epoch};
     #[pymodule_export]
-    use super::sequences::{pad_ids_and_labels, pad_sequences};
+    use super::sequences::pad_sequences;
     #[pymodule_export]
     use super::stream_grouping::group_stream_buffer;
     #[pymodule_export]

@@ -5,7 +5,7 @@
 use numpy::ndarray::Array2;
 use numpy::IntoPyArray;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyList, PyTuple};
 
 use super::ints;
 use crate::core::pad;
@@ -68,96 +68,4 @@ pub fn pad_sequences<'py>(
             .into_any())
     };
     Ok(Some((matrix(ids)?, matrix(mask)?)))
-}
-
-/// Three int64 matrices, for Python a tuple of three arrays.
-type ThreeMatrices<'py> = (Bound<'py, PyAny>, Bound<'py, PyAny>, Bound<'py, PyAny>);
-
-/// An exact list or tuple: whether it is a list, and its length.
-fn list_or_tuple(value: &Bound<'_, PyAny>) -> Option<(bool, usize)> {
-    if let Ok(list) = value.cast_exact::<PyList>() {
-        return Some((true, list.len()));
-    }
-    value
-        .cast_exact::<PyTuple>()
-        .ok()
-        .map(|tuple| (false, tuple.len()))
-}
-
-/// `(input_ids, labels, attention_mask)`: the `input_ids` and `labels` of `rows` (exact dicts
-/// whose two values are exact lists or tuples of exact ints, as long as each other) padded
-/// right to the longest, rounded up to `multiple`, with `pad_id` and `label_pad_id`, as int64
-/// matrices written straight from the rows (TRL's padded language-modeling batch). None when a
-/// row is anything else, or every row is empty: the caller's general path then pads them or
-/// names the bad row. Nothing here runs Python code.
-#[pyfunction]
-#[pyo3(signature = (rows, *, pad_id, label_pad_id, multiple))]
-pub fn pad_ids_and_labels<'py>(
-    py: Python<'py>,
-    rows: &Bound<'py, PyAny>,
-    pad_id: i64,
-    label_pad_id: i64,
-    multiple: Option<usize>,
-) -> PyResult<Option<ThreeMatrices<'py>>> {
-    let Ok(rows) = rows.cast_exact::<PyList>() else {
-        return Ok(None);
-    };
-    let ids_key = pyo3::intern!(py, "input_ids");
-    let labels_key = pyo3::intern!(py, "labels");
-    let mut values = Vec::with_capacity(rows.len());
-    let mut lengths = Vec::with_capacity(rows.len());
-    for row in rows.iter() {
-        let Ok(row) = row.cast_exact::<PyDict>() else {
-            return Ok(None);
-        };
-        let (Some(ids), Some(labels)) = (row.get_item(ids_key)?, row.get_item(labels_key)?) else {
-            return Ok(None);
-        };
-        let (Some((ids_list, length)), Some((labels_list, labels_length))) =
-            (list_or_tuple(&ids), list_or_tuple(&labels))
-        else {
-            return Ok(None);
-        };
-        if labels_length != length {
-            return Ok(None);
-        }
-        values.push((ids, ids_list, labels, labels_list));
-        lengths.push(length);
-    }
-    let longest = lengths.iter().copied().max().unwrap_or(0);
-    if longest == 0 {
-        return Ok(None);
-    }
-    let target = pad::round_up(longest, multiple)?;
-    let padded = |key: &str, pad_value: i64, labels: bool| {
-        pad::fill_in_place(key, &lengths, target, pad_value, false, |row, out| {
-            match (values.get(row), lengths.get(row)) {
-                (Some((ids, ids_list, labels_row, labels_list)), Some(&length)) => {
-                    let (sequence, is_list) = if labels {
-                        (labels_row, *labels_list)
-                    } else {
-                        (ids, *ids_list)
-                    };
-                    pad::append_slots(out, length, |place| {
-                        ints::write_exact_ints(sequence, is_list, place)
-                    })
-                }
-                _ => false,
-            }
-        })
-    };
-    let (Some(ids), Some(labels)) = (
-        padded("input_ids", pad_id, false)?,
-        padded("labels", label_pad_id, true)?,
-    ) else {
-        return Ok(None);
-    };
-    let mask = pad::attention_mask("input_ids", &lengths, target, false)?;
-    let matrix = |values: Vec<i64>| -> PyResult<Bound<'py, PyAny>> {
-        Ok(Array2::from_shape_vec((lengths.len(), target), values)
-            .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?
-            .into_pyarray(py)
-            .into_any())
-    };
-    Ok(Some((matrix(ids)?, matrix(labels)?, matrix(mask)?)))
 }

@@ -11,7 +11,6 @@ pre-packed rows' `seq_lengths` in the same call.
 
 from __future__ import annotations
 
-from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -28,7 +27,6 @@ from ..collators.padding_options import MAX_SIZE, checked_int, checked_pad_id
 _TOKENS = "\0tokens"
 _SEQUENCES = "\0sequences"
 _INT64 = np.dtype(np.int64)
-_LISTS = {list}
 _TORCH_INTEGERS = {
     torch.int8: np.dtype(np.int8),
     torch.int16: np.dtype(np.int16),
@@ -97,18 +95,9 @@ class DataCollatorForLanguageModeling(TakesArrowBatches, TRLCollator):
         if packed:
             keys.append("seq_lengths")
             groups.append(("seq_lengths", 0, "longest", None, None, False, [], _SEQUENCES))
-        native = None
-        if has_labels and not padding_free and not packed and type(features) is list:
-            # The usual padded batch: ids, labels and mask written straight from the rows.
-            padded = _native.pad_ids_and_labels(
-                features, pad_id=pad_token_id, label_pad_id=-100, multiple=multiple
-            )
-            if padded is not None:
-                native = dict(zip(("input_ids", "labels", _TOKENS), padded, strict=True))
-        if native is None:
-            native = collate(features, groups, float32=False, keys=keys)
-            for key in keys:
-                _check_integers(features, key, native[key])
+        native = collate(features, groups, float32=False, keys=keys)
+        for key in keys:
+            _check_integers(features, key, native[key])
         input_ids = native["input_ids"]
         # Only padding-free rows and packed position ids need the lengths (a pass over the mask).
         row_lengths = native[_TOKENS].sum(axis=1) if padding_free or packed else None
@@ -337,8 +326,8 @@ def _row_dtype(value: Any, key: str, row: int) -> np.dtype:
 
 def _batch_dtype(features: Any, key: str, promoted: bool) -> np.dtype:
     """The first row's dtype, or (`promoted`) the one `torch.cat` gives all rows'."""
-    if set(map(type, map(itemgetter(key), features))) == _LISTS:
-        return _INT64  # the usual batch (rows read through datasets), in C loops
+    if all(type(row[key]) is list for row in features):
+        return _INT64  # the usual batch: rows read through datasets
     dtypes = [_row_dtype(row[key], key, i) for i, row in enumerate(features)]
     if not promoted or len(set(dtypes)) == 1:
         return dtypes[0]
