@@ -165,6 +165,60 @@ def test_reward_is_trls_class():
     assert isinstance(RewardDataCollatorForPreference(pad_token_id=0), TRLReward)
 
 
+def same_bits(ours, theirs):
+    """Equal dtype, shape and bits (NaN's sign and payload included)."""
+    assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
+    assert torch.equal(ours.view(torch.int32), theirs.view(torch.int32))
+
+
+@SETTINGS
+@given(
+    values=st.lists(st.floats(width=64), min_size=1, max_size=6),
+    float64_default=st.booleans(),
+)
+def test_float_margins_and_logps_rounded_to_float32_bit_for_bit_as_trl(values, float64_default):
+    """Rows of Python floats (any double: past float32's range, subnormal, NaN, -0.0) become the
+    float32 tensor TRL's `torch.tensor` makes, also when the default dtype is float64 (DPO's
+    reference log-probabilities then stay float64, as TRL's do)."""
+    reward_rows = [{"chosen_ids": [1], "rejected_ids": [2, 3], "margin": v} for v in values]
+    dpo_rows = [
+        {"prompt_ids": [1], "chosen_ids": [2], "rejected_ids": [3], "ref_chosen_logps": v,
+         "ref_rejected_logps": -v}
+        for v in values
+    ]
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64 if float64_default else torch.float32)
+    try:
+        cases = [
+            (RewardDataCollatorForPreference, TRLReward, reward_rows, ["margin"]),
+            (DataCollatorForPreference, TRLPreference, dpo_rows,
+             ["ref_chosen_logps", "ref_rejected_logps"]),
+        ]
+        for ours_class, theirs_class, rows, keys in cases:
+            before = copy.deepcopy(rows)
+            ours = ours_class(pad_token_id=0)(rows)
+            assert_unchanged_floats(rows, before)
+            theirs = theirs_class(pad_token_id=0)(copy.deepcopy(rows))
+            assert list(ours) == list(theirs)
+            for key in keys:
+                if theirs[key].dtype == torch.float64:
+                    assert ours[key].dtype == torch.float64
+                    assert torch.equal(ours[key].view(torch.int64), theirs[key].view(torch.int64))
+                else:
+                    same_bits(ours[key], theirs[key])
+    finally:
+        torch.set_default_dtype(default)
+
+
+def assert_unchanged_floats(rows, before):
+    """As `assert_unchanged`, with NaN equal to itself."""
+    for row, old in zip(rows, before, strict=True):
+        assert list(row) == list(old)
+        for key, value in row.items():
+            assert type(value) is type(old[key])
+            assert value == old[key] or (value != value and old[key] != old[key]), key
+
+
 # --- KTO -------------------------------------------------------------------------------------
 @st.composite
 def kto_case(draw):

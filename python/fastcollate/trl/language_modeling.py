@@ -11,6 +11,7 @@ pre-packed rows' `seq_lengths` in the same call.
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ from ..collators.padding_options import MAX_SIZE, checked_int, checked_pad_id
 _TOKENS = "\0tokens"
 _SEQUENCES = "\0sequences"
 _INT64 = np.dtype(np.int64)
+_LISTS = {list}
 _TORCH_INTEGERS = {
     torch.int8: np.dtype(np.int8),
     torch.int16: np.dtype(np.int16),
@@ -326,8 +328,8 @@ def _row_dtype(value: Any, key: str, row: int) -> np.dtype:
 
 def _batch_dtype(features: Any, key: str, promoted: bool) -> np.dtype:
     """The first row's dtype, or (`promoted`) the one `torch.cat` gives all rows'."""
-    if all(type(row[key]) is list for row in features):
-        return _INT64  # the usual batch: rows read through datasets
+    if set(map(type, map(itemgetter(key), features))) == _LISTS:
+        return _INT64  # the usual batch (rows read through datasets), in C loops
     dtypes = [_row_dtype(row[key], key, i) for i, row in enumerate(features)]
     if not promoted or len(set(dtypes)) == 1:
         return dtypes[0]

@@ -11,6 +11,7 @@ without a prompt.
 
 from __future__ import annotations
 
+import array
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,7 +31,9 @@ from .preference_arrow import joined, padded_together, token_columns
 
 _TRUNCATION_MODES = ("keep_start", "keep_end")
 _BOOLS = {bool}
+_FLOATS = {float}
 _LISTS = {list}
+_DICTS = {dict}
 
 
 class _PtOnly:
@@ -55,7 +58,7 @@ def _rows(examples: Any) -> list:
     rows = examples if isinstance(examples, list) else list(examples)
     if not rows:
         raise ValueError("cannot collate an empty batch: no rows were given")
-    if all(type(example) is dict for example in rows):
+    if set(map(type, rows)) == _DICTS:
         return rows  # the usual batch, without an ABC check per row
     for row, example in enumerate(rows):
         if not isinstance(example, Mapping):
@@ -95,7 +98,13 @@ def _joined(prompts: list, completions: list) -> list:
 def _scalars(rows: list, key: str, dtype: torch.dtype | None = None) -> torch.Tensor:
     """One value per row as a tensor, as `torch.tensor` makes it (TRL's call)."""
     values = _column(rows, key)
-    if dtype is None and set(map(type, values)) == _BOOLS:
+    kinds = set(map(type, values))
+    float_dtype = torch.get_default_dtype() if dtype is None else dtype
+    if kinds == _FLOATS and float_dtype is torch.float32:
+        # The reward margins, DPO's reference log-probabilities: array("f") rounds each double
+        # to float32 as torch.tensor does (inf past float32's range), in a fifth of its time.
+        return torch.frombuffer(array.array("f", values), dtype=torch.float32)
+    if dtype is None and kinds == _BOOLS:
         # KTO's labels: the same bool tensor as torch.tensor's, a quarter of its time.
         return torch.from_numpy(np.array(values, dtype=np.bool_))
     try:
