@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -46,14 +47,15 @@ def pad(
     into one of shape `(len(tensors), *longest)`, every dimension padded to the batch's largest
     with `padding_value` — the first (sequence) dimension on `padding_side` and rounded up to
     `pad_to_multiple_of`, the others on the right — in the first tensor's dtype and on its
-    device.
+    device, with TRL's autograd behaviour (the output requires grad when a row does).
 
-    1-d tensors of one dtype and device (token ids, masks, log-probabilities) are padded by
-    torch's `pad_sequence` in one call instead of a copy per row; other batches (several
-    dimensions, mixed dtypes, a pad value beyond 2**53) row by row, with the same result.
-    Unlike TRL, a bad `padding_side` is refused before anything is done, and an empty list, a
-    value that is not a tensor, or tensors of different numbers of dimensions get a ValueError /
-    TypeError naming the position.
+    1-d tensors of one dtype (token ids, masks, log-probabilities) are padded with a handful of
+    torch calls on any device (one `torch.cat`, one `torch.full`, one `masked_scatter_`), and
+    int64 ones on the CPU by one native call, instead of a copy per row; other batches
+    (several dimensions, mixed dtypes or devices, tensor subclasses) row by row, with the same
+    result. Unlike TRL, a bad `padding_side` is refused before anything is done, and an empty
+    list, a value that is not a tensor, or tensors of different numbers of dimensions get a
+    ValueError / TypeError naming the position.
     """
     left = _checked_side(padding_side)
     multiple = _checked_multiple(pad_to_multiple_of)
@@ -61,6 +63,94 @@ def pad(
         tensors = list(tensors)
     if not tensors:
         raise ValueError("pad needs at least one tensor; the list is empty")
+    try:
+        # One C-level pass: a batch of plain 1-d tensors of one dtype has a single kind.
+        kinds = set(map(_KIND, tensors))
+    except (AttributeError, TypeError, RuntimeError):
+        kinds = set()  # not all tensors: the checks below name the culprit
+    if len(kinds) == 1:
+        kind, dtype, rank = kinds.pop()
+        if kind is torch.Tensor and rank == 1:
+            padded = _padded_vectors(tensors, dtype, padding_value, multiple, left)
+            if padded is not None:
+                return padded
+    _check_tensors(tensors)
+    return _padded_row_by_row(tensors, padding_value, multiple, left)
+
+
+_KIND = attrgetter("__class__", "dtype", "ndim")
+_NATIVE_KEY = "\0tensors"
+# dtypes a CPU tensor shares with a numpy array (`Tensor.numpy()`), where numpy's boolean
+# assignment is cheaper than torch's `masked_scatter_`.
+_NUMPY_DTYPES = frozenset(
+    (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+    + (torch.float16, torch.float32, torch.float64)
+)
+
+
+def _padded_vectors(
+    tensors: list[torch.Tensor],
+    dtype: torch.dtype,
+    padding_value: Any,
+    multiple: int | None,
+    left: bool,
+) -> torch.Tensor | None:
+    """1-d tensors of one dtype padded into a matrix, or None where torch refuses to
+    concatenate them (different devices, sparse rows): the row-by-row path then does what TRL
+    does with them."""
+    if dtype is torch.int64 and type(padding_value) is int and -(2**63) <= padding_value < 2**63:
+        padded = _natively_padded(tensors, padding_value, multiple, left)
+        if padded is not None:
+            return padded
+    try:
+        flat = torch.cat(tensors)
+    except RuntimeError:
+        return None
+    if flat.layout is not torch.strided:
+        return None
+    # numel is a 1-d tensor's length, and a plain C method (a tensor's __len__ runs Python).
+    lengths = np.fromiter(map(torch.Tensor.numel, tensors), np.int64, len(tensors))
+    width = _rounded(int(lengths.max()), multiple)
+    # torch.full as TRL calls it: the same conversion of the pad value, the same refusals.
+    output = torch.full((len(tensors), width), padding_value, dtype=dtype, device=flat.device)
+    if width < 2**31:  # int32 compares take a third less time than int64 ones
+        lengths = lengths.astype(np.int32)
+    columns = np.arange(width, dtype=lengths.dtype)
+    mask = columns >= (width - lengths)[:, None] if left else columns < lengths[:, None]
+    # The mask's True cells in row-major order are the concatenation's values in order.
+    if flat.is_cpu and dtype in _NUMPY_DTYPES and not flat.requires_grad:
+        output.numpy()[mask] = flat.numpy()
+    else:
+        # An in-place copy into the fresh output keeps autograd's link to every row, as TRL's
+        # row copies do.
+        output.masked_scatter_(torch.from_numpy(mask).to(flat.device), flat)
+    return output
+
+
+def _natively_padded(
+    tensors: list[torch.Tensor], padding_value: int, multiple: int | None, left: bool
+) -> torch.Tensor | None:
+    """int64 1-d tensors with the first on the CPU (so is the output) padded by the native
+    collate path: one `torch.cat` viewed as numpy, the rows written into the padded matrix in
+    Rust. int64 never requires grad, so there is no autograd link to keep. None where the
+    native call refuses the batch (a row it cannot read, such as a meta tensor)."""
+    if not tensors[0].is_cpu:
+        return None
+    group = (_NATIVE_KEY, padding_value, "longest", None, multiple, left, [], None)
+    try:
+        native = _native.collate(
+            [{_NATIVE_KEY: tensor} for tensor in tensors],
+            [group],
+            float32=False,
+            keys=[_NATIVE_KEY],
+        )
+    except (TypeError, ValueError):
+        return None
+    return torch.from_numpy(native[_NATIVE_KEY])
+
+
+def _check_tensors(tensors: list) -> None:
+    """Raise for the first value that is not a tensor or has another rank than the first."""
     first = tensors[0]
     for position, tensor in enumerate(tensors):
         if not isinstance(tensor, torch.Tensor):
@@ -74,34 +164,16 @@ def pad(
             )
     if first.dim() == 0:
         raise ValueError("tensors[0] is 0-d; pad pads the first dimension of each tensor")
+
+
+def _padded_row_by_row(
+    tensors: list[torch.Tensor], padding_value: Any, multiple: int | None, left: bool
+) -> torch.Tensor:
+    """TRL's own way: a full output in the first tensor's dtype and device, each row copied
+    into its place (cast and moved as `copy_` does)."""
+    first = tensors[0]
     shape = [max(sizes) for sizes in zip(*(tensor.shape for tensor in tensors), strict=True)]
-    longest = shape[0]
-    shape[0] = _rounded(longest, multiple)
-    if (
-        first.dim() == 1
-        and _exact_as_float(padding_value)
-        and all(
-            tensor.dtype == first.dtype
-            and tensor.device == first.device
-            and tensor.layout == torch.strided
-            for tensor in tensors
-        )
-    ):
-        # A 0-d torch.full refuses a value the dtype cannot hold, as TRL's full-size one does.
-        torch.full((), padding_value, dtype=first.dtype, device=first.device)
-        padded = torch.nn.utils.rnn.pad_sequence(
-            tensors, batch_first=True, padding_value=float(padding_value), padding_side=padding_side
-        )
-        if shape[0] == longest:
-            return padded
-        output = torch.full(
-            (len(tensors), shape[0]), padding_value, dtype=first.dtype, device=first.device
-        )
-        if left:
-            output[:, shape[0] - longest :] = padded
-        else:
-            output[:, :longest] = padded
-        return output
+    shape[0] = _rounded(shape[0], multiple)
     output = torch.full(
         (len(tensors), *shape), padding_value, dtype=first.dtype, device=first.device
     )
@@ -110,13 +182,6 @@ def pad(
         region = (slice(start, start + tensor.shape[0]), *(slice(0, s) for s in tensor.shape[1:]))
         output[row][region] = tensor
     return output
-
-
-def _exact_as_float(value: Any) -> bool:
-    """Whether `pad_sequence` (which takes the pad value as a float) pads with exactly this."""
-    if type(value) is int:
-        return abs(value) <= 2**53
-    return type(value) is float
 
 
 def pad_with_mask(
