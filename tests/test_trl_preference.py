@@ -255,27 +255,56 @@ def test_kto_is_trls_class():
 
 
 # --- pad -------------------------------------------------------------------------------------
-TENSOR_DTYPES = [torch.int64, torch.int32, torch.uint8, torch.float32, torch.float64, torch.bool]
+TENSOR_DTYPES = [
+    torch.int64, torch.int32, torch.uint8, torch.float32, torch.float64, torch.bool,
+    torch.float16, torch.bfloat16,
+]  # fmt: skip
+# Pad values TRL's torch.full takes or refuses, by dtype: large ints (beyond 2**53, int64's
+# ends), negative and fractional floats.
+PAD_VALUES = [0, 1, 7, -100, 151643, 2**53 + 1, 2**63 - 1, -(2**63), 0.0, -1.5, 1e30, True]
 
 
 @st.composite
 def pad_case(draw):
-    rank = draw(st.sampled_from([1, 1, 2, 3]))
-    mixed = draw(st.booleans())
-    dtype = draw(st.sampled_from(TENSOR_DTYPES))
-    tensors = []
-    for _ in range(draw(st.integers(1, 6))):
-        shape = [draw(st.integers(0, 7))] + [draw(st.integers(1, 3)) for _ in range(rank - 1)]
-        values = torch.tensor(draw(st.lists(st.integers(0, 200), min_size=int(np.prod(shape)),
-                                            max_size=int(np.prod(shape)))))  # fmt: skip
-        row_dtype = draw(st.sampled_from(TENSOR_DTYPES)) if mixed else dtype
-        tensors.append(values.reshape(shape).to(row_dtype))
-    value = draw(st.sampled_from([0, 1, 7]))
+    """Tensors as TRL's trainers and users hand them to `pad`: ranks 1 to 3, one or mixed
+    dtypes, empty rows anywhere, strided slices and 1-d views of one shared storage."""
+    rank = draw(st.sampled_from([1, 1, 1, 2, 3]))
+    mixed = draw(st.integers(0, 3)) == 0
+    # GRPO's own batches (int64 ids and masks, float32 log-probabilities) drawn most often.
+    dtype = draw(st.sampled_from([torch.int64, torch.int64, torch.float32, *TENSOR_DTYPES]))
+    layout = draw(st.sampled_from(["own", "strided", "shared"])) if rank == 1 else "own"
+    count = draw(st.integers(1, 6))
+    shapes = [
+        [draw(st.integers(0, 7))] + [draw(st.integers(1, 3)) for _ in range(rank - 1)]
+        for _ in range(count)
+    ]
+    total = sum(int(np.prod(shape)) for shape in shapes)
+    values = torch.tensor(draw(st.lists(st.integers(0, 200), min_size=total, max_size=total)),
+                          dtype=torch.int64)  # fmt: skip
+    tensors, start = [], 0
+    for shape in shapes:
+        size = int(np.prod(shape))
+        if layout == "strided":  # every other value of a twice-as-long tensor
+            row = torch.stack([values[start : start + size], -values[start : start + size]], 1)
+            tensor = row.reshape(-1)[::2]
+        elif layout == "shared":  # a view into the one `values` tensor, overlapping its neighbours
+            tensor = values[max(0, start - 1) : max(0, start - 1) + size]
+        else:
+            tensor = values[start : start + size].clone().reshape(shape)
+        start += size
+        tensors.append(tensor.to(draw(st.sampled_from(TENSOR_DTYPES)) if mixed else dtype))
     return tensors, {
-        "padding_value": value,
+        "padding_value": draw(st.sampled_from(PAD_VALUES)),
         "padding_side": draw(st.sampled_from(["left", "right"])),
         "pad_to_multiple_of": draw(st.sampled_from(MULTIPLES)),
     }
+
+
+def trl_pad_or_error(tensors, options):
+    try:
+        return trl_pad(tensors, **options)
+    except (RuntimeError, TypeError, ValueError, OverflowError) as error:
+        return error
 
 
 @SETTINGS
@@ -283,9 +312,92 @@ def pad_case(draw):
 def test_pad_same_output_as_trl(case):
     tensors, options = case
     before = [t.clone() for t in tensors]
+    expected = trl_pad_or_error(tensors, options)
+    if isinstance(expected, Exception):
+        # A pad value the dtype cannot hold: torch.full refuses it for TRL and for us alike.
+        with pytest.raises(type(expected)):
+            pad(tensors, **options)
+        return
     ours = pad(tensors, **options)
     assert all(torch.equal(a, b) for a, b in zip(tensors, before, strict=True))
-    assert_same_value("pad", ours, trl_pad(tensors, **options))
+    assert_same_value("pad", ours, expected)
+    assert ours.device == expected.device
+    assert ours.is_contiguous()
+    assert not ours.requires_grad
+
+
+@SETTINGS
+@given(
+    lengths=st.lists(st.integers(0, 6), min_size=1, max_size=6),
+    dtype=st.sampled_from([torch.float32, torch.float64, torch.float16, torch.bfloat16]),
+    grad=st.lists(st.booleans(), min_size=6, max_size=6),
+    padding_side=st.sampled_from(["left", "right"]),
+    pad_to_multiple_of=st.sampled_from(MULTIPLES),
+)
+def test_pad_keeps_trls_autograd(lengths, dtype, grad, padding_side, pad_to_multiple_of):
+    """Rows that require grad: the output requires grad as TRL's does (it copies them into a
+    fresh tensor in place), and a loss on it gives every row TRL's gradient; under no_grad
+    nothing is tracked."""
+    options = {"padding_value": -1.5, "padding_side": padding_side,
+               "pad_to_multiple_of": pad_to_multiple_of}  # fmt: skip
+
+    def rows():
+        made = []
+        for index, length in enumerate(lengths):
+            row = (torch.arange(length, dtype=torch.float64) / 4 - index).to(dtype)
+            made.append(row.requires_grad_(grad[index]))
+        return made
+
+    ours_in, theirs_in = rows(), rows()
+    ours, expected = pad(ours_in, **options), trl_pad(theirs_in, **options)
+    assert_same_value("pad", ours.detach(), expected.detach())
+    assert ours.requires_grad == expected.requires_grad == any(grad[: len(lengths)])
+    if expected.requires_grad:
+        weights = torch.arange(expected.numel(), dtype=dtype).reshape(expected.shape) + 1
+        (ours * weights).sum().backward()
+        (expected * weights).sum().backward()
+        for mine, theirs in zip(ours_in, theirs_in, strict=True):
+            assert (mine.grad is None) == (theirs.grad is None)
+            if theirs.grad is not None:
+                assert_same_value("grad", mine.grad, theirs.grad)
+    with torch.no_grad():
+        assert not pad(ours_in, **options).requires_grad
+
+
+@pytest.mark.parametrize("pad_to_multiple_of", MULTIPLES)
+@pytest.mark.parametrize("padding_side", ["left", "right"])
+def test_pad_grpo_batches_same_as_trl(padding_side, pad_to_multiple_of):
+    """GRPO's four pads of prompts and completions (ids, `ones_like` masks) and its log-probs."""
+    rng = np.random.default_rng(len(padding_side) + (pad_to_multiple_of or 0))
+    lengths = [0, *rng.integers(1, 40, 30).tolist(), 0]
+    ids = [torch.tensor(rng.integers(0, 2**40, n).tolist()) for n in lengths]
+    masks = [torch.ones_like(row, dtype=torch.long) for row in ids]
+    logps = [torch.tensor((-rng.random(n)).tolist()) for n in lengths]
+    options = {"padding_side": padding_side, "pad_to_multiple_of": pad_to_multiple_of}
+    for tensors, value in ((ids, 151643), (masks, 0), (logps, 0.0), (ids, 2**63 - 1)):
+        expected = trl_pad(tensors, value, **options)
+        assert_same_value("pad", pad(tensors, value, **options), expected)
+    for tensors in (ids, masks, ids[1:2]):
+        assert_same_value("pad", pad(tensors), trl_pad(tensors))
+
+
+def test_pad_off_the_cpu_keeps_trls_device_and_errors():
+    """Tensors on another device (meta: shapes without values, no accelerator needed) take the
+    torch path, and come back on it as TRL's do; a batch over two devices pads on the first
+    tensor's device, or fails as TRL's copy fails."""
+    for dtype in (torch.int64, torch.float32, torch.bool):
+        tensors = [torch.empty(n, dtype=dtype, device="meta") for n in (3, 0, 5)]
+        for side in ("left", "right"):
+            ours, expected = pad(tensors, 1, side, 4), trl_pad(tensors, 1, side, 4)
+            assert (ours.device, ours.dtype, ours.shape) == (
+                expected.device, expected.dtype, expected.shape)  # fmt: skip
+    mixed = [torch.tensor([1, 2]), torch.empty(3, dtype=torch.int64, device="meta")]
+    with pytest.raises(Exception) as theirs:
+        trl_pad(mixed)
+    with pytest.raises(type(theirs.value)):
+        pad(mixed)
+    on_meta = pad(mixed[::-1])
+    assert on_meta.device.type == "meta" and on_meta.shape == (2, 3)
 
 
 def test_pad_docstring_examples():
