@@ -187,12 +187,15 @@ def pad(
     keep_arrays = main_kind is None and (
         isinstance(features, (list, tuple)) or (isinstance(features, Mapping) and not single)
     )
-    options: dict[str, Any] = {}
-    if not isinstance(features, ArrowBatch):
-        # Other keys' numpy scalars keep their dtype (BatchEncoding stacks them as they are).
-        options["keep_numpy_scalars"] = True
-        if return_tensors == "pt":
-            options["to_tensor"] = torch_module().from_numpy  # outputs come back as tensors
+    # Other keys' numpy scalars keep their dtype (BatchEncoding stacks them as they are); under
+    # "pt" the outputs come back as tensors.
+    options: dict[str, Any]
+    if isinstance(features, ArrowBatch):
+        options = {}
+    elif return_tensors == "pt":
+        options = {"keep_numpy_scalars": True, "to_tensor": torch_module().from_numpy}
+    else:
+        options = {"keep_numpy_scalars": True}
     batch = collate(
         features,
         [group],
@@ -202,7 +205,7 @@ def pad(
         keys=None if aside is None else aside.keys,
         **options,
     )
-    if "to_tensor" in options and list not in map(type, batch.values()):
+    if len(options) == 2 and list not in map(type, batch.values()):
         out = batch  # every key a tensor already
     else:
         out = converted_like_tokenizer_pad(batch, main_kind, keep_arrays, return_tensors)
