@@ -225,3 +225,28 @@ def test_zero_d_arrays_beside_list_token_ids_are_stacked(bert_tokenizer, fmt):
         np.testing.assert_array_equal(ours["score"], expected)
     else:
         assert_same_batch(ours, bert_tokenizer.pad(rows, return_tensors="np"))
+
+
+def _same_objects(ours, theirs):
+    assert type(ours) is type(theirs), (ours, theirs)
+    if isinstance(theirs, list):
+        assert len(ours) == len(theirs)
+        for a, b in zip(ours, theirs, strict=True):
+            _same_objects(a, b)
+    elif isinstance(theirs, np.generic):
+        assert ours.dtype == theirs.dtype and ours == theirs
+    else:
+        assert ours == theirs
+
+
+@given(st.lists(scalar() | st.lists(scalar(), max_size=3) | st.sampled_from([None, "text"]),
+                min_size=1, max_size=5))
+@settings(max_examples=200, deadline=None)
+def test_as_python_values_is_transformers_to_py_obj(values):
+    # The conversion tokenizer.pad applies to one key of a numpy / torch batch, value for value
+    # and type for type (numpy scalars kept only where every value is a number).
+    from transformers.utils.generic import to_py_obj
+
+    from fastcollate._internal.python_values import as_python_values
+
+    _same_objects(as_python_values(values), to_py_obj(values))
