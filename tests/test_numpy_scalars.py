@@ -250,3 +250,24 @@ def test_as_python_values_is_transformers_to_py_obj(values):
     from fastcollate._internal.python_values import as_python_values
 
     _same_objects(as_python_values(values), to_py_obj(values))
+
+
+@pytest.mark.parametrize(
+    ("value", "return_tensors"),
+    [(np.asarray(np.int8(3)), "np"), (np.asarray(np.int8(3)), None), (np.uint8(3), None),
+     (np.float32(2.5), None), (np.bool_(True), None), (np.asarray([1.5, 2.5], np.float16), "pt"),
+     (np.asarray([1.5, 2.5], np.float16), "np"), (torch.tensor([1, 2], dtype=torch.int16), "pt"),
+     (torch.tensor([1, 2], dtype=torch.int16), "np")],
+    ids=repr,
+)
+def test_one_example_keeps_its_values_beside_list_token_ids(bert_tokenizer, value,
+                                                            return_tensors):
+    # One example (a mapping whose token ids are a flat list): transformers hands its other
+    # values to BatchEncoding as they are, which keeps their dtype.
+    example = {"input_ids": [101, 5], "score": value}
+    expected = bert_tokenizer.pad(dict(example), return_tensors=return_tensors)
+    ours = fastcollate.pad(dict(example), bert_tokenizer, return_tensors=return_tensors)
+    if isinstance(expected["score"], np.generic):
+        _same_objects(ours["score"], expected["score"])  # the scalar itself, under None
+        ours.pop("score"), expected.pop("score")
+    assert_same_batch(ours, expected)

@@ -183,10 +183,8 @@ def pad(
         features = aside.features
     # With a Python main input, tokenizer.pad leaves other keys' numpy / torch values as they
     # are, for BatchEncoding to stack with their dtypes: the native module hands such keys
-    # back as lists of the original values (rows, or a mapping of lists: not one example).
-    keep_arrays = main_kind is None and (
-        isinstance(features, (list, tuple)) or (isinstance(features, Mapping) and not single)
-    )
+    # back as lists of the original values (rows, a mapping of lists, or one example).
+    keep_arrays = main_kind is None and not isinstance(features, ArrowBatch)
     # Other keys' numpy scalars keep their dtype (BatchEncoding stacks them as they are); under
     # "pt" the outputs come back as tensors.
     options: dict[str, Any]
@@ -208,7 +206,8 @@ def pad(
     if len(options) == 2 and list not in map(type, batch.values()):
         out = batch  # every key a tensor already
     else:
-        out = converted_like_tokenizer_pad(batch, main_kind, keep_arrays, return_tensors)
+        out = converted_like_tokenizer_pad(batch, main_kind, keep_arrays, return_tensors,
+                                           one_example=single)
     if aside is not None:
         put_back(out, aside, return_tensors)
     if single:
@@ -219,10 +218,11 @@ def pad(
 
 
 def converted_like_tokenizer_pad(batch: dict, main_kind: str | None, keep_arrays: bool,
-                                 return_tensors: str | None) -> dict:
+                                 return_tensors: str | None, one_example: bool = False) -> dict:
     """The native output in the requested format, its keys that came back as lists (of Python
     objects, or of ragged rows) converted as tokenizer.pad converts them for a main input of
-    `main_kind` (`keep_arrays`: the native call left numpy / torch values as they are)."""
+    `main_kind` (`keep_arrays`: the native call left numpy / torch values as they are;
+    `one_example`: the batch is one example's values, one row each)."""
     if main_kind is not None:
         _values_to_python(batch)
     kept = ()
@@ -230,7 +230,26 @@ def converted_like_tokenizer_pad(batch: dict, main_kind: str | None, keep_arrays
         kept = [
             key for key, values in batch.items() if type(values) is list and _holds_arrays(values)
         ]
+        if one_example and return_tensors is not None:
+            for key in kept:
+                batch[key] = _one_example_tensor(key, batch[key][0], return_tensors)
+            kept = ()
     return convert(batch, return_tensors, stacked_as_batch_encoding=kept)
+
+
+def _one_example_tensor(key: str, value: Any, return_tensors: str) -> Any:
+    """What BatchEncoding makes of one example's numpy / torch value (the value itself, not a
+    list of it: a tensor or an array stays as it is), with a batch axis for `_unbatch`."""
+    try:
+        if return_tensors == "pt":
+            torch = torch_module()
+            tensor = value if isinstance(value, torch.Tensor) else torch.tensor(value)
+            return tensor[None]
+        return (value if isinstance(value, np.ndarray) else np.asarray(value))[None]
+    except (ValueError, TypeError, RuntimeError) as err:
+        raise ValueError(
+            f"cannot make a {return_tensors!r} tensor of '{key}' in row 0: {err}"
+        ) from err
 
 
 def _values_to_python(batch: dict) -> None:
