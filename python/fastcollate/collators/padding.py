@@ -184,16 +184,16 @@ def pad(
     # With a Python main input, tokenizer.pad leaves other keys' numpy / torch values as they
     # are, for BatchEncoding to stack with their dtypes: the native module hands such keys
     # back as lists of the original values (rows, a mapping of lists, or one example).
-    keep_arrays = main_kind is None and not isinstance(features, ArrowBatch)
-    # Other keys' numpy scalars keep their dtype (BatchEncoding stacks them as they are); under
-    # "pt" the outputs come back as tensors.
-    options: dict[str, Any]
-    if isinstance(features, ArrowBatch):
-        options = {}
-    elif return_tensors == "pt":
-        options = {"keep_numpy_scalars": True, "to_tensor": torch_module().from_numpy}
-    else:
-        options = {"keep_numpy_scalars": True}
+    rows = not isinstance(features, ArrowBatch)
+    keep_arrays = main_kind is None and rows
+    options: dict[str, Any] = {}
+    if rows:
+        if main_kind is not None:
+            # Beside numpy / torch token ids, other keys' numpy scalars keep their dtype too
+            # (keep_arrays, above, covers them beside Python lists).
+            options["keep_numpy_scalars"] = True
+        if return_tensors == "pt":
+            options["to_tensor"] = torch_module().from_numpy  # outputs come back as tensors
     batch = collate(
         features,
         [group],
@@ -203,7 +203,7 @@ def pad(
         keys=None if aside is None else aside.keys,
         **options,
     )
-    if len(options) == 2 and list not in map(type, batch.values()):
+    if "to_tensor" in options and list not in map(type, batch.values()):
         out = batch  # every key a tensor already
     else:
         out = converted_like_tokenizer_pad(batch, main_kind, keep_arrays, return_tensors,
