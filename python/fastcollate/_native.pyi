@@ -51,8 +51,12 @@ def collate(
     allow_ragged: bool = False,
     dtypes: Mapping[str, str] | None = None,
     keys: Sequence[str] | None = None,
-    # Also leave keys outside the pad groups that hold a numpy or torch value as lists.
+    # Also leave keys outside the pad groups and `dtypes` that hold a numpy or torch value as
+    # lists.
     keep_arrays: bool = False,
+    # Also leave keys outside the pad groups and `dtypes` that hold a numpy scalar other than
+    # an np.int64 as lists (tokenizer.pad keeps their dtype).
+    keep_numpy_scalars: bool = False,
     # Applied to every numeric output array (e.g. torch.from_numpy); lists are left as they are.
     to_tensor: Callable[[np.ndarray], Any] | None = None,
 ) -> dict[str, Any]: ...
@@ -66,6 +70,7 @@ class CollatePlan:
         *,
         float32: bool,
         keep_arrays: bool = False,
+        keep_numpy_scalars: bool = False,
         to_tensor: Callable[[np.ndarray], Any] | None = None,
         # transformers' BatchEncoding: a batch without lists comes back finished in one.
         batch_encoding: type | None = None,

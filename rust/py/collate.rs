@@ -10,10 +10,17 @@ use pyo3::types::{PyDict, PyList, PyTuple, PyType};
 use crate::core::error::CollateError;
 use crate::core::pad::{self, Layout, Output, PadGroup, Plan};
 
-use super::gather::gather;
+use super::gather::{gather, KeepRaw};
 use super::in_place;
 use super::pad::{build_plan, output_to_py, GroupArgs};
 use super::rows::BatchKeys;
+
+/// `collate`'s `keep_arrays` and `keep_numpy_scalars` (see `gather::KeepRaw`).
+#[derive(Clone, Copy)]
+struct Keep {
+    arrays: bool,
+    numpy_scalars: bool,
+}
 
 /// What `pad_groups_in_place` did: the keys being collated, the outputs of the groups it
 /// padded, and the groups left for the core.
@@ -88,13 +95,15 @@ fn pad_groups_in_place<'py>(
 /// the rest (detached), and returns an ordered dict of numpy arrays. Keys whose values are not
 /// numbers come back as lists of the original objects, for the caller to handle; with
 /// `keep_arrays`, so do keys outside the pad groups holding a numpy or torch value (which
-/// tokenizer.pad leaves to BatchEncoding when the main input is Python lists). With
-/// `to_tensor` (e.g. `torch.from_numpy`), every numeric output array is passed through it
+/// tokenizer.pad leaves to BatchEncoding when the main input is Python lists); with
+/// `keep_numpy_scalars`, so do keys outside the pad groups holding a numpy scalar other than an
+/// int64 (whose dtype tokenizer.pad's conversion keeps, see
+/// `read::is_numpy_scalar_of_own_dtype`). With `to_tensor` (e.g. `torch.from_numpy`), every numeric output array is passed through it
 /// before it goes into the dict: the caller's conversion loop, done here.
 #[pyfunction]
 #[pyo3(signature = (
     features, groups, *, float32, allow_ragged=false, dtypes=None, keys=None, keep_arrays=false,
-    to_tensor=None
+    keep_numpy_scalars=false, to_tensor=None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn collate<'py>(
@@ -106,11 +115,16 @@ pub fn collate<'py>(
     dtypes: Option<HashMap<String, String>>,
     keys: Option<Vec<String>>,
     keep_arrays: bool,
+    keep_numpy_scalars: bool,
     to_tensor: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let plan = build_plan(groups, float32, allow_ragged, dtypes)?;
     let keys = keys.map(|names| BatchKeys::named(py, names));
-    collate_with(py, features, &plan, keys, keep_arrays, to_tensor.as_ref())
+    let keep = Keep {
+        arrays: keep_arrays,
+        numpy_scalars: keep_numpy_scalars,
+    };
+    collate_with(py, features, &plan, keys, keep, to_tensor.as_ref())
 }
 
 /// `collate`'s options settled once for many calls (a collator's call plan): the pad plan
@@ -121,7 +135,7 @@ pub fn collate<'py>(
 #[pyclass(frozen, module = "fastcollate._native")]
 pub struct CollatePlan {
     plan: Plan,
-    keep_arrays: bool,
+    keep: Keep,
     to_tensor: Option<Py<PyAny>>,
     batch_encoding: Option<Py<PyType>>,
 }
@@ -129,17 +143,24 @@ pub struct CollatePlan {
 #[pymethods]
 impl CollatePlan {
     #[new]
-    #[pyo3(signature = (groups, *, float32, keep_arrays=false, to_tensor=None, batch_encoding=None))]
+    #[pyo3(signature = (
+        groups, *, float32, keep_arrays=false, keep_numpy_scalars=false, to_tensor=None,
+        batch_encoding=None
+    ))]
     fn new(
         groups: Vec<GroupArgs>,
         float32: bool,
         keep_arrays: bool,
+        keep_numpy_scalars: bool,
         to_tensor: Option<Py<PyAny>>,
         batch_encoding: Option<Py<PyType>>,
     ) -> PyResult<Self> {
         Ok(CollatePlan {
             plan: build_plan(groups, float32, false, None)?,
-            keep_arrays,
+            keep: Keep {
+                arrays: keep_arrays,
+                numpy_scalars: keep_numpy_scalars,
+            },
             to_tensor,
             batch_encoding,
         })
@@ -159,14 +180,7 @@ pub fn collate_planned<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let plan = plan.get();
     let to_tensor = plan.to_tensor.as_ref().map(|f| f.bind(py).clone());
-    let batch = collate_with(
-        py,
-        rows,
-        &plan.plan,
-        None,
-        plan.keep_arrays,
-        to_tensor.as_ref(),
-    )?;
+    let batch = collate_with(py, rows, &plan.plan, None, plan.keep, to_tensor.as_ref())?;
     let Some(class) = &plan.batch_encoding else {
         return Ok(batch.into_any());
     };
@@ -197,7 +211,7 @@ fn collate_with<'py>(
     features: &Bound<'py, PyAny>,
     plan: &Plan,
     keys: Option<BatchKeys<'py>>,
-    keep_arrays: bool,
+    keep: Keep,
     to_tensor: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let mut padded_keys: Vec<&str> = Vec::new();
@@ -206,12 +220,18 @@ fn collate_with<'py>(
         padded_keys.extend(group.followers.iter().map(|f| f.key.as_str()));
         padded_keys.extend(group.attention_mask.as_deref());
     }
+    let typed_keys: Vec<&str> = plan.dtypes.keys().map(String::as_str).collect();
+    let keep = KeepRaw {
+        arrays: keep.arrays,
+        numpy_scalars: keep.numpy_scalars,
+        typed_keys: &typed_keys,
+    };
     // Groups padded straight from the rows (the usual batch); the rest is gathered into
     // columns and padded by the core.
     let (keys, in_place, rest_plan, gathered) =
         match pad_groups_in_place(features, plan, &padded_keys, &keys)? {
             None => {
-                let (keys, gathered) = gather(features, &padded_keys, keys, keep_arrays)?;
+                let (keys, gathered) = gather(features, &padded_keys, keys, keep)?;
                 (keys, Vec::new(), None, gathered)
             }
             Some(InPlace {
@@ -227,7 +247,7 @@ fn collate_with<'py>(
                         continue;
                     }
                     if let Some(output) =
-                        in_place::int_scalars(&rows, object, name, plan, keep_arrays)
+                        in_place::int_scalars(&rows, object, name, plan, keep.arrays)
                     {
                         outputs.push(output);
                     }
@@ -236,7 +256,7 @@ fn collate_with<'py>(
                 let gathered = if rest.names.is_empty() {
                     Vec::new()
                 } else {
-                    gather(features, &padded_keys, Some(rest), keep_arrays)?.1
+                    gather(features, &padded_keys, Some(rest), keep)?.1
                 };
                 let rest_plan = Plan {
                     groups: rest_groups,

@@ -7,7 +7,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use super::gather::gather;
+use super::gather::{gather, KeepRaw};
 use super::rows::BatchKeys;
 use crate::core::column::{Column, Kind};
 use crate::core::error::CollateError;
@@ -32,7 +32,7 @@ fn first_non_integer_row(features: &Bound<'_, PyAny>, key: &str) -> PyResult<usi
     for (row, feature) in features.try_iter()?.enumerate() {
         let one = PyList::new(py, [feature?])?;
         let only = BatchKeys::named(py, vec![key.to_string()]);
-        let (_, gathered) = gather(&one, &[key], Some(only), false)?;
+        let (_, gathered) = gather(&one, &[key], Some(only), KeepRaw::default())?;
         if gathered.iter().any(|g| not_integers(&g.column)) {
             return Ok(row);
         }
@@ -74,7 +74,7 @@ pub fn flatten_batch<'py>(
     // Listed as padded keys so that a value that is not numbers is an error, not kept raw.
     let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     let only_keys = BatchKeys::named(py, keys.clone());
-    let (_, gathered) = gather(features, &key_refs, Some(only_keys), false)?;
+    let (_, gathered) = gather(features, &key_refs, Some(only_keys), KeepRaw::default())?;
     // Floats would be truncated toward zero (transformers' collator does that); TRL's refuses.
     if integers_only {
         if let Some(g) = gathered.iter().find(|g| not_integers(&g.column)) {

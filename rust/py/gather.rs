@@ -22,6 +22,22 @@ pub struct Gathered<'py> {
     pub padded: bool,
     /// Handed back raw as soon as a value is a numpy or torch value (see `collate`).
     pub keep_arrays: bool,
+    /// Handed back raw as soon as a value is a numpy scalar other than an int64 (see
+    /// `read::is_numpy_scalar_of_own_dtype`).
+    pub keep_numpy_scalars: bool,
+}
+
+/// Which values make a key outside the pad groups come back as its raw Python objects, besides
+/// values that are not numbers (`collate`'s `keep_arrays` and `keep_numpy_scalars`).
+#[derive(Clone, Copy, Default)]
+pub struct KeepRaw<'a> {
+    /// Any numpy or torch value.
+    pub arrays: bool,
+    /// A numpy scalar other than an int64.
+    pub numpy_scalars: bool,
+    /// Keys whose dtype the caller has fixed (`collate`'s `dtypes`): their values are read as
+    /// numbers, and cast, whatever they are.
+    pub typed_keys: &'a [&'a str],
 }
 
 /// An exception raised while reading a value (a tensor numpy cannot take, a failing
@@ -49,7 +65,10 @@ fn add_value<'py>(
     key: &str,
     row: usize,
 ) -> PyResult<()> {
-    if gathered.keep_arrays && !gathered.is_raw && read::is_array_value(&value) {
+    if !gathered.is_raw
+        && ((gathered.keep_arrays && read::is_array_value(&value))
+            || (gathered.keep_numpy_scalars && read::is_numpy_scalar_of_own_dtype(&value)))
+    {
         gathered.is_raw = true;
     }
     if !gathered.is_raw {
@@ -104,16 +123,18 @@ pub fn gather<'py>(
     features: &Bound<'py, PyAny>,
     padded_keys: &[&str],
     only_keys: Option<BatchKeys<'py>>,
-    keep_arrays: bool,
+    keep: KeepRaw<'_>,
 ) -> PyResult<(BatchKeys<'py>, Vec<Gathered<'py>>)> {
     let new_gathered = |key: &str, rows: usize| {
         let padded = padded_keys.contains(&key);
+        let typed = keep.typed_keys.contains(&key);
         Gathered {
             column: Column::with_capacity(key, rows, 0),
             raw: Vec::with_capacity(if padded { 0 } else { rows }),
             is_raw: false,
             padded,
-            keep_arrays: keep_arrays && !padded,
+            keep_arrays: keep.arrays && !padded && !typed,
+            keep_numpy_scalars: keep.numpy_scalars && !padded && !typed,
         }
     };
     let rows: Vec<Bound<'py, PyAny>> = if let Ok(list) = features.cast::<PyList>() {
@@ -151,7 +172,8 @@ pub fn gather<'py>(
             if let Some(first) = values.first() {
                 reserve_like_first_row(&mut gathered.column, first, values.len());
             }
-            if !add_tensor_values(&mut gathered, &values)? {
+            // (Not when tensors are to be kept: the values are then read one by one.)
+            if gathered.keep_arrays || !add_tensor_values(&mut gathered, &values)? {
                 for (row, value) in values.into_iter().enumerate() {
                     add_value(&mut gathered, value, &name, row)?;
                 }

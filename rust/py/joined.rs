@@ -8,7 +8,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
-use super::gather::gather;
+use super::gather::{gather, KeepRaw};
 use super::ints;
 use super::rows::BatchKeys;
 use crate::core::column::{Column, Kind, Shape};
@@ -206,7 +206,7 @@ fn gathered_and_padded(
         features,
         &key_refs,
         Some(BatchKeys::named(py, keys.clone())),
-        false,
+        KeepRaw::default(),
     )?;
     let columns: Vec<Column> = gathered.into_iter().map(|g| g.column).collect();
     let views = columns

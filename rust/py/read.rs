@@ -40,6 +40,7 @@ impl From<PyErr> for ReadError {
 /// numpy's abstract scalar types, for numpy scalars (np.int64(3), np.bool_(True), ...).
 struct NumpyScalarTypes {
     generic: Py<PyType>,
+    int64: Py<PyType>,
     integer: Py<PyType>,
     floating: Py<PyType>,
     bool_: Py<PyType>,
@@ -52,6 +53,7 @@ fn numpy_scalars(py: Python<'_>) -> PyResult<&NumpyScalarTypes> {
         let np = py.import("numpy")?;
         Ok(NumpyScalarTypes {
             generic: np.getattr("generic")?.cast_into::<PyType>()?.unbind(),
+            int64: np.getattr("int64")?.cast_into::<PyType>()?.unbind(),
             integer: np.getattr("integer")?.cast_into::<PyType>()?.unbind(),
             floating: np.getattr("floating")?.cast_into::<PyType>()?.unbind(),
             bool_: np.getattr("bool_")?.cast_into::<PyType>()?.unbind(),
@@ -72,6 +74,27 @@ pub fn is_array_value(value: &Bound<'_, PyAny>) -> bool {
             .and_then(|np| value.is_instance(np.generic.bind(value.py())))
             .unwrap_or(false)
         || is_torch_tensor(value)
+}
+
+/// Whether a value is a numpy scalar other than an exact `np.int64` (which reads as a Python
+/// int does). Beside numpy / torch token ids, tokenizer.pad hands a column of such scalars to
+/// `torch.tensor` / `np.asarray`, which keep their dtype (uint8, int32, float32, float64 under
+/// torch, ...) or raise (`np.bool_` beside ints under torch); the reader would make them int64,
+/// float or bool.
+pub fn is_numpy_scalar_of_own_dtype(value: &Bound<'_, PyAny>) -> bool {
+    if value.is_exact_instance_of::<PyInt>()
+        || value.is_exact_instance_of::<PyFloat>()
+        || value.is_exact_instance_of::<PyBool>()
+        || value.is_exact_instance_of::<PyList>()
+    {
+        return false;
+    }
+    let py = value.py();
+    let Ok(np) = numpy_scalars(py) else {
+        return false;
+    };
+    !value.get_type().is(np.int64.bind(py))
+        && value.is_instance(np.generic.bind(py)).unwrap_or(false)
 }
 
 /// Where a value is being read, for error messages.

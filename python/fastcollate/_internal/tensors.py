@@ -48,33 +48,54 @@ def is_torch_tensor(value: Any) -> bool:
 
 
 def raw_to_tensor(key: str, values: list, return_tensors: str | None):
-    """Values the native module left as Python objects (strings, nested lists, ...): converted as
-    transformers converts them, except that ragged data raises instead of building an object
-    array."""
+    """Values the native module left as Python objects (strings, nested lists, numpy scalars
+    of their own dtype, ...): converted as transformers converts them, except that ragged data
+    raises instead of building an object array."""
     if return_tensors is None:
         return values
     try:
-        if return_tensors == "pt":
-            torch = torch_module()
-            if values and isinstance(values[0], np.ndarray):
-                return torch.from_numpy(np.stack(values))
-            if values and isinstance(values[0], torch.Tensor):
-                return torch.stack(values)
-            return torch.tensor(values)
-        if values and isinstance(values[0], np.ndarray):
-            return np.stack(values)
-        array = np.asarray(values)
+        array = _stacked(values, return_tensors)
     except (ValueError, TypeError, RuntimeError) as err:
+        row = _first_failing_row(values, _stacked, return_tensors)
         raise ValueError(
             f"cannot make a {return_tensors!r} tensor of '{key}': its rows are ragged or not "
-            f"numbers ({err}); pad this key, drop it from the features, or use "
-            "return_tensors=None"
+            f"numbers ({err}; first at row {row}); pad this key, drop it from the features, or "
+            "use return_tensors=None"
         ) from err
-    if array.dtype == object:
+    if return_tensors == "np" and array.dtype == object:
+        row = _first_failing_row(values, _stacked, return_tensors)
         raise ValueError(
-            f"cannot make a numpy array of '{key}': its rows have different shapes"
+            f"cannot make a numpy array of '{key}': its rows have different shapes or are not "
+            f"numbers (first at row {row})"
         )
     return array
+
+
+def _stacked(values: list, return_tensors: str) -> Any:
+    if return_tensors == "pt":
+        torch = torch_module()
+        if values and isinstance(values[0], np.ndarray):
+            return torch.from_numpy(np.stack(values))
+        if values and isinstance(values[0], torch.Tensor):
+            return torch.stack(values)
+        return torch.tensor(values)
+    if values and isinstance(values[0], np.ndarray):
+        return np.stack(values)
+    return np.asarray(values)
+
+
+def _first_failing_row(values: list, stack: Any, return_tensors: str) -> int:
+    """The first row whose value, with the rows before it, no longer makes a tensor with
+    `stack` (or makes an object array): the row to name in an error, looked for only once the
+    whole key failed."""
+    for row in range(len(values)):
+        try:
+            built = stack(values[: row + 1], return_tensors)
+        except (ValueError, TypeError, RuntimeError):
+            return row
+        if return_tensors == "np" and built.dtype == object:
+            return row
+    return 0
 
 
 def as_batch_encoding_tensor(key: str, values: list, return_tensors: str | None) -> Any:
@@ -83,17 +104,28 @@ def as_batch_encoding_tensor(key: str, values: list, return_tensors: str | None)
     if return_tensors is None:
         return values
     try:
-        if return_tensors == "pt":
-            torch = torch_module()
-            if isinstance(values[0], np.ndarray):
-                return torch.from_numpy(np.array(values))
-            return torch.tensor(values)
-        array = np.asarray(values)
+        array = _stacked_as_batch_encoding(values, return_tensors)
     except (ValueError, TypeError, RuntimeError) as err:
-        raise ValueError(f"cannot make a {return_tensors!r} tensor of '{key}': {err}") from err
-    if array.dtype == object:
-        raise ValueError(f"cannot make a numpy array of '{key}': its rows have different shapes")
+        row = _first_failing_row(values, _stacked_as_batch_encoding, return_tensors)
+        raise ValueError(
+            f"cannot make a {return_tensors!r} tensor of '{key}': {err} (first at row {row})"
+        ) from err
+    if return_tensors == "np" and array.dtype == object:
+        row = _first_failing_row(values, _stacked_as_batch_encoding, return_tensors)
+        raise ValueError(
+            f"cannot make a numpy array of '{key}': its rows have different shapes or are not "
+            f"numbers (first at row {row})"
+        )
     return array
+
+
+def _stacked_as_batch_encoding(values: list, return_tensors: str) -> Any:
+    if return_tensors == "pt":
+        torch = torch_module()
+        if isinstance(values[0], np.ndarray):
+            return torch.from_numpy(np.array(values))
+        return torch.tensor(values)
+    return np.asarray(values)
 
 
 def convert(

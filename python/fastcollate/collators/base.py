@@ -9,9 +9,9 @@ from typing import Any
 
 from .._internal.rows import first_row
 from .._internal.stacked_masks import put_back, set_aside_masks
-from .._internal.tensors import convert
 from ..arrow import ArrowBatch
 from .native import collate
+from .padding import MainValues, converted_like_tokenizer_pad, main_tensor_kind
 from .padding_options import PadSettings, padding_group
 
 FRAMEWORKS = ("pt", "np")
@@ -92,15 +92,21 @@ def padded_with_labels(
     groups = [group] if label_group is None else [group, label_group]
     # Masks of two or more dimensions per row are stacked as they are, not padded (as
     # tokenizer.pad does).
-    aside = None if isinstance(features, ArrowBatch) else set_aside_masks(features, keys)
+    # The keys outside the labels go through tokenizer.pad in transformers: read as `pad`
+    # reads them (numpy scalars and, beside Python-list token ids, arrays keep their dtypes).
+    rows = not isinstance(features, ArrowBatch)
+    aside = set_aside_masks(features, keys) if rows else None
+    main_kind = main_tensor_kind(MainValues(features, settings.main_input)) if rows else None
+    keep_arrays = rows and main_kind is None
     native = collate(
         features,
         groups,
         float32=return_tensors == "pt",
         dtypes=dtypes,
         keys=keys if aside is None else aside.keys,
+        **({"keep_arrays": keep_arrays, "keep_numpy_scalars": True} if rows else {}),
     )
-    batch = convert(native, return_tensors)
+    batch = converted_like_tokenizer_pad(native, main_kind, keep_arrays, return_tensors)
     if aside is not None:
         put_back(batch, aside, return_tensors)
     return batch

@@ -25,5 +25,5 @@ def collate_rows(rows: list, plan: Any) -> Any:
 
 def collate_plan(groups: list, **options: Any) -> Any:
     """The `_native.CollatePlan` of `groups` and `collate`'s keyword options `float32`,
-    `keep_arrays` and `to_tensor`, for `collate_rows`."""
+    `keep_arrays`, `keep_numpy_scalars` and `to_tensor`, for `collate_rows`."""
     return _native.CollatePlan(groups, **options)

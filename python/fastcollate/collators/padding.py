@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from .._internal.python_values import as_python_values
 from .._internal.rows import first_row, missing_main_input
 from .._internal.stacked_masks import put_back, set_aside_masks
 from .._internal.tensors import (
@@ -44,7 +45,7 @@ def _is_single_example(main_value: Any) -> bool:
     return False
 
 
-def _main_tensor_kind(main_values: Any) -> str | None:
+def main_tensor_kind(main_values: Any) -> str | None:
     """tokenizer.pad's default for numpy / torch inputs: return the same kind. As there, the
     first row's main input decides, or, when it is a list, the first element of the first
     non-empty row."""
@@ -64,8 +65,8 @@ def _main_tensor_kind(main_values: Any) -> str | None:
     return None
 
 
-class _MainValues:
-    """The main input of each row, read on demand (`_main_tensor_kind` usually needs
+class MainValues:
+    """The main input of each row, read on demand (`main_tensor_kind` usually needs
     only row 0)."""
 
     def __init__(self, rows: Sequence[Any], main: str):
@@ -144,7 +145,7 @@ def pad(
         features: Any = encoded_inputs
         first_main = first_row(encoded_inputs, main, "pad")[main]
         # The usual cases, decided at once: token ids as Python lists, or an array / tensor
-        # (whose kind the first row decides, as in `_main_tensor_kind`).
+        # (whose kind the first row decides, as in `main_tensor_kind`).
         if type(first_main) is list and first_main and type(first_main[0]) is int:
             main_kind = None
         elif isinstance(first_main, np.ndarray):
@@ -152,7 +153,7 @@ def pad(
         elif is_torch_tensor(first_main):
             main_kind = "pt"
         else:
-            main_kind = _main_tensor_kind(_MainValues(encoded_inputs, main))
+            main_kind = main_tensor_kind(MainValues(encoded_inputs, main))
     elif isinstance(encoded_inputs, ArrowBatch):
         # Rows still in Arrow storage: their Python rows hold lists of Python numbers.
         features, main_kind = encoded_inputs.require(main), None
@@ -165,7 +166,7 @@ def pad(
             # row[key], not .items(): a mapping subclass may compute its values on access.
             {key: [encoded_inputs[key]] for key in encoded_inputs} if single else encoded_inputs
         )
-        main_kind = _main_tensor_kind([main_value] if single else main_value)
+        main_kind = main_tensor_kind([main_value] if single else main_value)
     else:
         raise TypeError(
             "pad() takes a list of mappings, a mapping of lists or one example, not "
@@ -182,11 +183,17 @@ def pad(
         features = aside.features
     # With a Python main input, tokenizer.pad leaves other keys' numpy / torch values as they
     # are, for BatchEncoding to stack with their dtypes: the native module hands such keys
-    # back as lists of the original values.
-    keep_arrays = main_kind is None and isinstance(features, (list, tuple))
-    options = {}
-    if return_tensors == "pt" and not isinstance(features, ArrowBatch):
-        options["to_tensor"] = torch_module().from_numpy  # outputs come back as tensors
+    # back as lists of the original values (rows, a mapping of lists, or one example).
+    rows = not isinstance(features, ArrowBatch)
+    keep_arrays = main_kind is None and rows
+    options: dict[str, Any] = {}
+    if rows:
+        if main_kind is not None:
+            # Beside numpy / torch token ids, other keys' numpy scalars keep their dtype too
+            # (keep_arrays, above, covers them beside Python lists).
+            options["keep_numpy_scalars"] = True
+        if return_tensors == "pt":
+            options["to_tensor"] = torch_module().from_numpy  # outputs come back as tensors
     batch = collate(
         features,
         [group],
@@ -196,10 +203,11 @@ def pad(
         keys=None if aside is None else aside.keys,
         **options,
     )
-    if options and list not in map(type, batch.values()):
+    if "to_tensor" in options and list not in map(type, batch.values()):
         out = batch  # every key a tensor already
     else:
-        out = _converted(batch, main_kind, keep_arrays, return_tensors)
+        out = converted_like_tokenizer_pad(batch, main_kind, keep_arrays, return_tensors,
+                                           one_example=single)
     if aside is not None:
         put_back(out, aside, return_tensors)
     if single:
@@ -209,10 +217,12 @@ def pad(
     return batch_encoding(out)
 
 
-def _converted(batch: dict, main_kind: str | None, keep_arrays: bool,
-               return_tensors: str | None) -> dict:
-    """The native output in the requested format, for a batch where some key came back as a
-    list (of Python objects, or of ragged rows)."""
+def converted_like_tokenizer_pad(batch: dict, main_kind: str | None, keep_arrays: bool,
+                                 return_tensors: str | None, one_example: bool = False) -> dict:
+    """The native output in the requested format, its keys that came back as lists (of Python
+    objects, or of ragged rows) converted as tokenizer.pad converts them for a main input of
+    `main_kind` (`keep_arrays`: the native call left numpy / torch values as they are;
+    `one_example`: the batch is one example's values, one row each)."""
     if main_kind is not None:
         _values_to_python(batch)
     kept = ()
@@ -220,19 +230,38 @@ def _converted(batch: dict, main_kind: str | None, keep_arrays: bool,
         kept = [
             key for key, values in batch.items() if type(values) is list and _holds_arrays(values)
         ]
+        if one_example and return_tensors is not None:
+            for key in kept:
+                batch[key] = _one_example_tensor(key, batch[key][0], return_tensors)
+            kept = ()
     return convert(batch, return_tensors, stacked_as_batch_encoding=kept)
 
 
+def _one_example_tensor(key: str, value: Any, return_tensors: str) -> Any:
+    """What BatchEncoding makes of one example's numpy / torch value (the value itself, not a
+    list of it: a tensor or an array stays as it is), with a batch axis for `_unbatch`."""
+    try:
+        if return_tensors == "pt":
+            torch = torch_module()
+            tensor = value if isinstance(value, torch.Tensor) else torch.tensor(value)
+            return tensor[None]
+        return (value if isinstance(value, np.ndarray) else np.asarray(value))[None]
+    except (ValueError, TypeError, RuntimeError) as err:
+        raise ValueError(
+            f"cannot make a {return_tensors!r} tensor of '{key}' in row 0: {err}"
+        ) from err
+
+
 def _values_to_python(batch: dict) -> None:
-    """Keys the native module left as Python objects, their arrays turned into Python lists:
-    with a numpy / torch main input, tokenizer.pad converts every value that way first (so a
-    2-d float64 tensor becomes float32 under "pt", as lists of floats do)."""
+    """Keys the native module left as Python objects, converted as tokenizer.pad converts
+    every value of a numpy / torch batch first (`as_python_values`): arrays become Python lists
+    (so a 2-d float64 tensor becomes float32 under "pt", as lists of floats do), while a key of
+    numbers alone keeps its numpy scalars, and their dtype."""
     for key, values in batch.items():
         if not isinstance(values, list):
             continue
         try:
-            batch[key] = [v.tolist() if isinstance(v, np.ndarray) or is_torch_tensor(v) else v
-                          for v in values]
+            batch[key] = as_python_values(values)
         except Exception as err:  # noqa: BLE001 - meta / sparse tensors, ...
             raise TypeError(f"'{key}' holds values that cannot be read: {err}") from err
 
@@ -275,6 +304,7 @@ class _CallPlan:
         common: dict[str, Any] = {
             "float32": return_tensors == "pt",
             "batch_encoding": plain_batch_encoding_class(),
+            "keep_numpy_scalars": True,
         }
         if return_tensors == "pt":
             common["to_tensor"] = torch_module().from_numpy
@@ -389,7 +419,8 @@ class DataCollatorWithPadding:
                 if type(batch) is not dict:
                     return batch  # finished natively: no key came back as a list
                 if list in map(type, batch.values()):
-                    batch = _converted(batch, main_kind, main_kind is None, fields[4])
+                    batch = converted_like_tokenizer_pad(batch, main_kind, main_kind is None,
+                                                         fields[4])
                 # `_renamed_labels`, spelled out: a call is a fortieth of what is left.
                 if "label" in batch:
                     batch["labels"] = batch.pop("label")
