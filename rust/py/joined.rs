@@ -145,9 +145,11 @@ fn in_place(
 /// `max_length` (from the end with `keep_end`) and padded right with `pad_id`: a list of
 /// `(input_ids, attention_mask, completion_mask)` int64 matrices, one for all the keys padded
 /// together (`together`, rows in key order) or one per key; the completion mask is None
-/// unless `completion_mask`.
+/// unless `completion_mask`. With `in_place_only`, a batch the rows cannot be read into in
+/// place (see `in_place`) gives None instead of going the general way: the caller then checks
+/// the rows itself, which it need not do for a batch read in place.
 #[pyfunction]
-#[pyo3(signature = (features, prompt_key, completion_keys, *, together, pad_id, multiple, max_length, keep_end, completion_mask = true))]
+#[pyo3(signature = (features, prompt_key, completion_keys, *, together, pad_id, multiple, max_length, keep_end, completion_mask = true, in_place_only = false))]
 #[allow(clippy::too_many_arguments)]
 pub fn pad_prompt_completion<'py>(
     py: Python<'py>,
@@ -160,7 +162,8 @@ pub fn pad_prompt_completion<'py>(
     max_length: Option<usize>,
     keep_end: bool,
     completion_mask: bool,
-) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    in_place_only: bool,
+) -> PyResult<Option<Vec<Bound<'py, PyAny>>>> {
     let mut keys: Vec<String> = prompt_key.iter().cloned().collect();
     keys.extend(completion_keys);
     let options = JoinOptions {
@@ -172,6 +175,7 @@ pub fn pad_prompt_completion<'py>(
     };
     let batches = match in_place(features, &keys, prompt_key.is_some(), together, &options) {
         Some(batches) => batches,
+        None if in_place_only => return Ok(None),
         None => gathered_and_padded(py, features, prompt_key.is_some(), keys, together, &options)?,
     };
     batches
@@ -188,7 +192,8 @@ pub fn pad_prompt_completion<'py>(
             ];
             Ok(PyTuple::new(py, items)?.into_any())
         })
-        .collect()
+        .collect::<PyResult<_>>()
+        .map(Some)
 }
 
 /// The general path: the keys read into columns (which names a bad row), then joined and
