@@ -14,7 +14,7 @@ use super::rows::BatchKeys;
 use crate::core::column::{Column, Kind, Shape};
 use crate::core::error::CollateError;
 use crate::core::joined::{
-    pad_joined, pad_joined_with, JoinOptions, JoinedBatch, Lengths, Part, Sequences,
+    kept, pad_joined, pad_joined_with, JoinOptions, JoinedBatch, Lengths, Part, Sequences,
 };
 
 fn matrix<'py>(
@@ -135,10 +135,69 @@ fn in_place(
         let batch = pad_joined_with(prompt, &sets, options, write(0)).ok()??;
         Some(vec![batch])
     } else {
-        (0..sets.len())
-            .map(|set| pad_joined_with(prompt, &sets[set..=set], options, write(set)).ok()?)
-            .collect()
+        // The first set's batch holds every row's prompt (or the part of it the cut keeps):
+        // the later sets copy it from there instead of reading the Python ints again.
+        let mut batches: Vec<JoinedBatch> = Vec::with_capacity(sets.len());
+        for set in 0..sets.len() {
+            let read = write(set);
+            let first = batches.first().zip(sets.first());
+            let batch = pad_joined_with(
+                prompt,
+                &sets[set..=set],
+                options,
+                |part, row, start, place| {
+                    let copied = match (part, first) {
+                        (Part::Prompt, Some((batch, lengths))) => kept_prompt(
+                            batch,
+                            prompt_lengths,
+                            lengths.lengths,
+                            options,
+                            row,
+                            start,
+                            place.len(),
+                        ),
+                        _ => None,
+                    };
+                    match copied {
+                        Some(values) => {
+                            place.copy_from_slice(values);
+                            true
+                        }
+                        None => read(part, row, start, place),
+                    }
+                },
+            )
+            .ok()??;
+            batches.push(batch);
+        }
+        Some(batches)
     }
+}
+
+/// The prompt tokens `start..start + length` of `row` as `batch` (one set padded alone, whose
+/// rows were cut with `options`) holds them; None when its cut dropped some of them.
+fn kept_prompt<'a>(
+    batch: &'a JoinedBatch,
+    prompt_lengths: &[usize],
+    completion_lengths: &[usize],
+    options: &JoinOptions,
+    row: usize,
+    start: usize,
+    length: usize,
+) -> Option<&'a [i64]> {
+    let (held, _) = kept(
+        *prompt_lengths.get(row)?,
+        *completion_lengths.get(row)?,
+        options,
+    );
+    let end = start.checked_add(length)?;
+    if start < held.start || end > held.end {
+        return None;
+    }
+    let first = row
+        .checked_mul(batch.width)?
+        .checked_add(start - held.start)?;
+    batch.input_ids.get(first..first.checked_add(length)?)
 }
 
 /// Every row's `prompt_key` (none: an empty prompt) joined to its value under each of `completion_keys`, cut to
