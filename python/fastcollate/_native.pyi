@@ -119,7 +119,7 @@ def pad_prompt_completion(
     keep_end: bool,  # keep the last max_length tokens, not the first
     completion_mask: bool = True,  # False: the third matrix is None (not written)
     in_place_only: bool = False,  # None when the rows are not all exact lists/tuples of ints
-) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]] | None: ...  # ids, attention, completion
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]] | None: ...  # int64 matrices
 
 def pad_sequences(
     sequences: Sequence[Sequence[int]],

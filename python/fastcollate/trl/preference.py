@@ -282,36 +282,25 @@ class DataCollatorForPreference(TakesArrowBatches, _PtOnly, TRLPreferenceCollato
             if from_arrow is not None:
                 return from_arrow
             examples = examples.rows()
-        rows = _rows(examples)
         pad_token_id, multiple, max_length = _options(self)
         keep_end = _keeps_end(self)
-        prompts = _token_lists(rows, "prompt_ids")
-        chosen = _token_lists(rows, "chosen_ids")
-        rejected = _token_lists(rows, "rejected_ids")
-
-        def report_bad_row() -> None:
-            chosen_sequences, _ = _prompt_and_completion(prompts, chosen, max_length, keep_end)
-            rejected_sequences, _ = _prompt_and_completion(prompts, rejected, max_length, keep_end)
-            _padded_pairs(
-                chosen_sequences,
-                rejected_sequences,
-                ("chosen_ids", "rejected_ids"),
-                pad_token_id,
-                multiple,
-                prompt="prompt_ids",
-            )
-
-        ((input_ids, attention_mask, completion_mask),) = _padded_prompt_completion(
-            rows,
+        padded = _read_in_place(
+            examples,
             "prompt_ids",
-            ["chosen_ids", "rejected_ids"],
+            _PAIR_KEYS,
             True,
             pad_token_id,
             multiple,
             max_length,
             keep_end,
-            report_bad_row,
+            True,
         )
+        if padded is None:
+            rows = _rows(examples)
+            padded = _preference_from_rows(rows, pad_token_id, multiple, max_length, keep_end)
+        else:
+            rows = examples
+        ((input_ids, attention_mask, completion_mask),) = padded
         output = {
             "input_ids": torch.from_numpy(input_ids),
             "attention_mask": torch.from_numpy(attention_mask),
@@ -322,6 +311,39 @@ class DataCollatorForPreference(TakesArrowBatches, _PtOnly, TRLPreferenceCollato
             if key in first:
                 output[key] = _scalars(rows, key)
         return output
+
+
+def _preference_from_rows(
+    rows: list, pad_token_id: int, multiple: int | None, max_length: int | None, keep_end: bool
+) -> list:
+    """DPO's padded matrices, every row checked (and a bad one named)."""
+    prompts = _token_lists(rows, "prompt_ids")
+    chosen = _token_lists(rows, "chosen_ids")
+    rejected = _token_lists(rows, "rejected_ids")
+
+    def report_bad_row() -> None:
+        chosen_sequences, _ = _prompt_and_completion(prompts, chosen, max_length, keep_end)
+        rejected_sequences, _ = _prompt_and_completion(prompts, rejected, max_length, keep_end)
+        _padded_pairs(
+            chosen_sequences,
+            rejected_sequences,
+            ("chosen_ids", "rejected_ids"),
+            pad_token_id,
+            multiple,
+            prompt="prompt_ids",
+        )
+
+    return _padded_prompt_completion(
+        rows,
+        "prompt_ids",
+        _PAIR_KEYS,
+        True,
+        pad_token_id,
+        multiple,
+        max_length,
+        keep_end,
+        report_bad_row,
+    )
 
 
 def _padded_pairs(
