@@ -521,11 +521,23 @@ def test_prompt_completion_in_place_path_same_as_the_general_path(
     prompt = "p" if with_prompt else None
     in_place = _native.pad_prompt_completion(rows, prompt, ["a", "b"], **options)
     general = _native.pad_prompt_completion([Row(r) for r in rows], prompt, ["a", "b"], **options)
-    assert len(in_place) == len(general) == (1 if together else 2)
-    for mine, theirs in zip(in_place, general, strict=True):
-        for a, b in zip(mine, theirs, strict=True):
-            assert a.dtype == b.dtype == np.int64
+    # in_place_only: the same matrices for rows read in place, None for the others (so that the
+    # collators check those rows themselves), and for a batch without a single token (whose
+    # element type the general path settles).
+    only = _native.pad_prompt_completion(rows, prompt, ["a", "b"], **options, in_place_only=True)
+    refused = _native.pad_prompt_completion(
+        [Row(r) for r in rows], prompt, ["a", "b"], **options, in_place_only=True
+    )
+    assert refused is None
+    if not any(p * with_prompt + a + b for p, a, b in lengths):
+        assert only is None
+        only = in_place
+    assert len(in_place) == len(general) == len(only) == (1 if together else 2)
+    for mine, theirs, alone in zip(in_place, general, only, strict=True):
+        for a, b, c in zip(mine, theirs, alone, strict=True):
+            assert a.dtype == b.dtype == c.dtype == np.int64
             np.testing.assert_array_equal(a, b)
+            np.testing.assert_array_equal(a, c)
 
 
 # --- documented differences and bad input ----------------------------------------------------

@@ -123,7 +123,8 @@ def pad_prompt_completion(
     max_length: int | None,  # each joined sequence cut to this many tokens
     keep_end: bool,  # keep the last max_length tokens, not the first
     completion_mask: bool = True,  # False: the third matrix is None (not written)
-) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]: ...  # int64 ids, attention, completion
+    in_place_only: bool = False,  # None when the rows are not all exact lists/tuples of ints
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]] | None: ...  # int64 matrices
 
 def pad_sequences(
     sequences: Sequence[Sequence[int]],

@@ -64,8 +64,13 @@ fn reserved(cells: usize) -> Result<Vec<i64>> {
     Ok(out)
 }
 
-/// The ranges of the prompt and of the completion a joined sequence keeps.
-fn kept(prompt: usize, completion: usize, options: &JoinOptions) -> (Range<usize>, Range<usize>) {
+/// The ranges of the prompt and of the completion a joined sequence keeps (the prompt's are
+/// the first tokens of its output row).
+pub fn kept(
+    prompt: usize,
+    completion: usize,
+    options: &JoinOptions,
+) -> (Range<usize>, Range<usize>) {
     let limit = match options.max_length {
         Some(limit) if prompt + completion > limit => limit,
         _ => return (0..prompt, 0..completion),

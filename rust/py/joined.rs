@@ -14,7 +14,7 @@ use super::rows::BatchKeys;
 use crate::core::column::{Column, Kind, Shape};
 use crate::core::error::CollateError;
 use crate::core::joined::{
-    pad_joined, pad_joined_with, JoinOptions, JoinedBatch, Lengths, Part, Sequences,
+    kept, pad_joined, pad_joined_with, JoinOptions, JoinedBatch, Lengths, Part, Sequences,
 };
 
 fn matrix<'py>(
@@ -135,19 +135,80 @@ fn in_place(
         let batch = pad_joined_with(prompt, &sets, options, write(0)).ok()??;
         Some(vec![batch])
     } else {
-        (0..sets.len())
-            .map(|set| pad_joined_with(prompt, &sets[set..=set], options, write(set)).ok()?)
-            .collect()
+        // The first set's batch holds every row's prompt (or the part of it the cut keeps):
+        // the later sets copy it from there instead of reading the Python ints again.
+        let mut batches: Vec<JoinedBatch> = Vec::with_capacity(sets.len());
+        for set in 0..sets.len() {
+            let read = write(set);
+            let first = batches.first().zip(sets.first());
+            let batch = pad_joined_with(
+                prompt,
+                &sets[set..=set],
+                options,
+                |part, row, start, place| {
+                    let copied = match (part, first) {
+                        (Part::Prompt, Some((batch, lengths))) => kept_prompt(
+                            batch,
+                            prompt_lengths,
+                            lengths.lengths,
+                            options,
+                            row,
+                            start,
+                            place.len(),
+                        ),
+                        _ => None,
+                    };
+                    match copied {
+                        Some(values) => {
+                            place.copy_from_slice(values);
+                            true
+                        }
+                        None => read(part, row, start, place),
+                    }
+                },
+            )
+            .ok()??;
+            batches.push(batch);
+        }
+        Some(batches)
     }
+}
+
+/// The prompt tokens `start..start + length` of `row` as `batch` (one set padded alone, whose
+/// rows were cut with `options`) holds them; None when its cut dropped some of them.
+fn kept_prompt<'a>(
+    batch: &'a JoinedBatch,
+    prompt_lengths: &[usize],
+    completion_lengths: &[usize],
+    options: &JoinOptions,
+    row: usize,
+    start: usize,
+    length: usize,
+) -> Option<&'a [i64]> {
+    let (held, _) = kept(
+        *prompt_lengths.get(row)?,
+        *completion_lengths.get(row)?,
+        options,
+    );
+    let end = start.checked_add(length)?;
+    if start < held.start || end > held.end {
+        return None;
+    }
+    let first = row
+        .checked_mul(batch.width)?
+        .checked_add(start - held.start)?;
+    batch.input_ids.get(first..first.checked_add(length)?)
 }
 
 /// Every row's `prompt_key` (none: an empty prompt) joined to its value under each of `completion_keys`, cut to
 /// `max_length` (from the end with `keep_end`) and padded right with `pad_id`: a list of
 /// `(input_ids, attention_mask, completion_mask)` int64 matrices, one for all the keys padded
 /// together (`together`, rows in key order) or one per key; the completion mask is None
-/// unless `completion_mask`.
+/// unless `completion_mask`. With `in_place_only`, a batch the rows cannot be read into in
+/// place (see `in_place`) gives None instead of going the general way: the caller then checks
+/// the rows itself, which it need not do for a batch read in place.
 #[pyfunction]
-#[pyo3(signature = (features, prompt_key, completion_keys, *, together, pad_id, multiple, max_length, keep_end, completion_mask = true))]
+#[pyo3(signature = (features, prompt_key, completion_keys, *, together, pad_id, multiple, max_length, keep_end, completion_mask = true, in_place_only = false))]
 #[allow(clippy::too_many_arguments)]
 pub fn pad_prompt_completion<'py>(
     py: Python<'py>,
@@ -160,7 +221,8 @@ pub fn pad_prompt_completion<'py>(
     max_length: Option<usize>,
     keep_end: bool,
     completion_mask: bool,
-) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    in_place_only: bool,
+) -> PyResult<Option<Vec<Bound<'py, PyAny>>>> {
     let mut keys: Vec<String> = prompt_key.iter().cloned().collect();
     keys.extend(completion_keys);
     let options = JoinOptions {
@@ -172,6 +234,7 @@ pub fn pad_prompt_completion<'py>(
     };
     let batches = match in_place(features, &keys, prompt_key.is_some(), together, &options) {
         Some(batches) => batches,
+        None if in_place_only => return Ok(None),
         None => gathered_and_padded(py, features, prompt_key.is_some(), keys, together, &options)?,
     };
     batches
@@ -188,7 +251,8 @@ pub fn pad_prompt_completion<'py>(
             ];
             Ok(PyTuple::new(py, items)?.into_any())
         })
-        .collect()
+        .collect::<PyResult<_>>()
+        .map(Some)
 }
 
 /// The general path: the keys read into columns (which names a bad row), then joined and

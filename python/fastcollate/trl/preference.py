@@ -34,6 +34,7 @@ _BOOLS = {bool}
 _FLOATS = {float}
 _LISTS = {list}
 _DICTS = {dict}
+_PAIR_KEYS = ["chosen_ids", "rejected_ids"]
 
 
 class _PtOnly:
@@ -184,6 +185,8 @@ def _completion_mask(attention_mask: np.ndarray, completion_starts: np.ndarray) 
         if start:
             completion[row, :start] = 0
     return completion
+
+
 def _padded_prompt_completion(
     rows: list,
     prompt_key: str | None,
@@ -218,6 +221,37 @@ def _padded_prompt_completion(
         raise
 
 
+def _read_in_place(
+    examples: Any,
+    prompt_key: str | None,
+    completion_keys: list[str],
+    together: bool,
+    pad_token_id: int,
+    multiple: int | None,
+    max_length: int | None,
+    keep_end: bool,
+    completion_mask: bool,
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]] | None:
+    """`_padded_prompt_completion`'s matrices for the usual batch (a list of dicts whose token
+    values are all lists or tuples of ints), read straight from the rows; None for any other
+    batch, which the caller then checks row by row. Such a batch passes every check the caller
+    would make, so none is made."""
+    if type(examples) is not list:
+        return None
+    return _native.pad_prompt_completion(
+        examples,
+        prompt_key,
+        completion_keys,
+        together=together,
+        pad_id=pad_token_id,
+        multiple=multiple,
+        max_length=max_length,
+        keep_end=keep_end,
+        completion_mask=completion_mask,
+        in_place_only=True,
+    )
+
+
 class DataCollatorForPreference(TakesArrowBatches, _PtOnly, TRLPreferenceCollator):
     """Same arguments and output as `trl.trainer.dpo_trainer.DataCollatorForPreference` (TRL
     1.16), DPO's collator: `pad_token_id`, `max_length`, `truncation_mode` ("keep_start" or
@@ -248,36 +282,25 @@ class DataCollatorForPreference(TakesArrowBatches, _PtOnly, TRLPreferenceCollato
             if from_arrow is not None:
                 return from_arrow
             examples = examples.rows()
-        rows = _rows(examples)
         pad_token_id, multiple, max_length = _options(self)
         keep_end = _keeps_end(self)
-        prompts = _token_lists(rows, "prompt_ids")
-        chosen = _token_lists(rows, "chosen_ids")
-        rejected = _token_lists(rows, "rejected_ids")
-
-        def report_bad_row() -> None:
-            chosen_sequences, _ = _prompt_and_completion(prompts, chosen, max_length, keep_end)
-            rejected_sequences, _ = _prompt_and_completion(prompts, rejected, max_length, keep_end)
-            _padded_pairs(
-                chosen_sequences,
-                rejected_sequences,
-                ("chosen_ids", "rejected_ids"),
-                pad_token_id,
-                multiple,
-                prompt="prompt_ids",
-            )
-
-        ((input_ids, attention_mask, completion_mask),) = _padded_prompt_completion(
-            rows,
+        padded = _read_in_place(
+            examples,
             "prompt_ids",
-            ["chosen_ids", "rejected_ids"],
+            _PAIR_KEYS,
             True,
             pad_token_id,
             multiple,
             max_length,
             keep_end,
-            report_bad_row,
+            True,
         )
+        if padded is None:
+            rows = _rows(examples)
+            padded = _preference_from_rows(rows, pad_token_id, multiple, max_length, keep_end)
+        else:
+            rows = examples
+        ((input_ids, attention_mask, completion_mask),) = padded
         output = {
             "input_ids": torch.from_numpy(input_ids),
             "attention_mask": torch.from_numpy(attention_mask),
@@ -288,6 +311,39 @@ class DataCollatorForPreference(TakesArrowBatches, _PtOnly, TRLPreferenceCollato
             if key in first:
                 output[key] = _scalars(rows, key)
         return output
+
+
+def _preference_from_rows(
+    rows: list, pad_token_id: int, multiple: int | None, max_length: int | None, keep_end: bool
+) -> list:
+    """DPO's padded matrices, every row checked (and a bad one named)."""
+    prompts = _token_lists(rows, "prompt_ids")
+    chosen = _token_lists(rows, "chosen_ids")
+    rejected = _token_lists(rows, "rejected_ids")
+
+    def report_bad_row() -> None:
+        chosen_sequences, _ = _prompt_and_completion(prompts, chosen, max_length, keep_end)
+        rejected_sequences, _ = _prompt_and_completion(prompts, rejected, max_length, keep_end)
+        _padded_pairs(
+            chosen_sequences,
+            rejected_sequences,
+            ("chosen_ids", "rejected_ids"),
+            pad_token_id,
+            multiple,
+            prompt="prompt_ids",
+        )
+
+    return _padded_prompt_completion(
+        rows,
+        "prompt_ids",
+        _PAIR_KEYS,
+        True,
+        pad_token_id,
+        multiple,
+        max_length,
+        keep_end,
+        report_bad_row,
+    )
 
 
 def _padded_pairs(
@@ -337,36 +393,53 @@ class RewardDataCollatorForPreference(TakesArrowBatches, _PtOnly, TRLRewardColla
             if from_arrow is not None:
                 return from_arrow
             examples = examples.rows()
-        rows = _rows(examples)
         pad_token_id, multiple, _ = _options(self)
-        chosen = _column(rows, "chosen_ids")
-        rejected = _column(rows, "rejected_ids")
-        dtype = _row_dtype(chosen[0], "chosen_ids", 0)
-        if set(map(type, chosen)).union(map(type, rejected)) != _LISTS:
-            for key, values in (("chosen_ids", chosen), ("rejected_ids", rejected)):
-                for row, value in enumerate(values):
-                    _row_dtype(value, key, row)
-        ((input_ids, attention_mask, _),) = _padded_prompt_completion(
-            rows,
-            None,
-            ["chosen_ids", "rejected_ids"],
-            True,
-            pad_token_id,
-            multiple,
-            None,
-            False,
-            lambda: _padded_pairs(
-                chosen, rejected, ("chosen_ids", "rejected_ids"), pad_token_id, multiple
-            ),
-            completion_mask=False,
+        padded = _read_in_place(
+            examples, None, _PAIR_KEYS, True, pad_token_id, multiple, None, False, False
         )
-        output = {
-            "input_ids": _tensor(input_ids, dtype, "input_ids"),
-            "attention_mask": _tensor(attention_mask, dtype, "attention_mask"),
-        }
+        if padded is None:
+            rows = _rows(examples)
+            input_ids, attention_mask = _reward_from_rows(rows, pad_token_id, multiple)
+        else:
+            rows = examples
+            ((ids, mask, _),) = padded
+            input_ids, attention_mask = torch.from_numpy(ids), torch.from_numpy(mask)
+        output = {"input_ids": input_ids, "attention_mask": attention_mask}
         if "margin" in rows[0]:
             output["margin"] = _scalars(rows, "margin", torch.float)
         return output
+
+
+def _reward_from_rows(
+    rows: list, pad_token_id: int, multiple: int | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The reward collator's `input_ids` and `attention_mask` of rows that are not all lists of
+    ints: in the first chosen row's dtype, each row checked (and a bad one named)."""
+    chosen = _column(rows, "chosen_ids")
+    rejected = _column(rows, "rejected_ids")
+    dtype = _row_dtype(chosen[0], "chosen_ids", 0)
+    if set(map(type, chosen)).union(map(type, rejected)) != _LISTS:
+        for key, values in (("chosen_ids", chosen), ("rejected_ids", rejected)):
+            for row, value in enumerate(values):
+                _row_dtype(value, key, row)
+    ((input_ids, attention_mask, _),) = _padded_prompt_completion(
+        rows,
+        None,
+        ["chosen_ids", "rejected_ids"],
+        True,
+        pad_token_id,
+        multiple,
+        None,
+        False,
+        lambda: _padded_pairs(
+            chosen, rejected, ("chosen_ids", "rejected_ids"), pad_token_id, multiple
+        ),
+        completion_mask=False,
+    )
+    return (
+        _tensor(input_ids, dtype, "input_ids"),
+        _tensor(attention_mask, dtype, "attention_mask"),
+    )
 
 
 class DataCollatorForUnpairedPreference(TakesArrowBatches, _PtOnly, TRLUnpairedCollator):
@@ -397,45 +470,25 @@ class DataCollatorForUnpairedPreference(TakesArrowBatches, _PtOnly, TRLUnpairedC
             if from_arrow is not None:
                 return from_arrow
             examples = examples.rows()
-        rows = _rows(examples)
         pad_token_id, multiple, max_length = _options(self)
-        prompts = _token_lists(rows, "prompt_ids")
-        sets = [
-            (prefix, key)
-            for prefix, key in (("", "completion_ids"), ("KL_", "KL_completion_ids"))
-            if key in rows[0]
-        ]
-        keys = [key for _, key in sets]
-        completions = [_token_lists(rows, key) for key in keys]
-
-        def report_bad_row() -> None:
-            columns = [
-                _prompt_and_completion(prompts, values, max_length, False)[0]
-                for values in completions
-            ]
-            padded_columns(
-                columns,
-                pad_token_id,
-                multiple,
-                False,
-                lambda index, row: f"'prompt_ids' + '{keys[index]}' in row {row}",
-            )
-
-        padded = (
-            _padded_prompt_completion(
-                rows,
-                "prompt_ids",
-                keys,
-                False,
-                pad_token_id,
-                multiple,
-                max_length,
-                False,
-                report_bad_row,
-            )
-            if sets
-            else []
+        first = examples[0] if type(examples) is list and examples else None
+        sets = [pair for pair in _UNPAIRED_SETS if pair[1] in first] if type(first) is dict else []
+        padded = sets and _read_in_place(
+            examples,
+            "prompt_ids",
+            [key for _, key in sets],
+            False,
+            pad_token_id,
+            multiple,
+            max_length,
+            False,
+            True,
         )
+        if padded:
+            rows = examples
+        else:
+            rows = _rows(examples)
+            sets, padded = _unpaired_from_rows(rows, pad_token_id, multiple, max_length)
         output: dict[str, Any] = {}
         for (prefix, _), (input_ids, attention_mask, completion_mask) in zip(
             sets, padded, strict=True
@@ -448,6 +501,47 @@ class DataCollatorForUnpairedPreference(TakesArrowBatches, _PtOnly, TRLUnpairedC
                 output[key] = _scalars(rows, key)
         output["label"] = _scalars(rows, "label")
         return output
+
+
+_UNPAIRED_SETS = [("", "completion_ids"), ("KL_", "KL_completion_ids")]
+
+
+def _unpaired_from_rows(
+    rows: list, pad_token_id: int, multiple: int | None, max_length: int | None
+) -> tuple[list[tuple[str, str]], list]:
+    """KTO's `(prefix, key)` sets (those in the first row) and their padded matrices, every row
+    checked (and a bad one named)."""
+    prompts = _token_lists(rows, "prompt_ids")
+    sets = [(prefix, key) for prefix, key in _UNPAIRED_SETS if key in rows[0]]
+    keys = [key for _, key in sets]
+    completions = [_token_lists(rows, key) for key in keys]
+
+    def report_bad_row() -> None:
+        columns = [
+            _prompt_and_completion(prompts, values, max_length, False)[0] for values in completions
+        ]
+        padded_columns(
+            columns,
+            pad_token_id,
+            multiple,
+            False,
+            lambda index, row: f"'prompt_ids' + '{keys[index]}' in row {row}",
+        )
+
+    if not sets:
+        return sets, []
+    padded = _padded_prompt_completion(
+        rows,
+        "prompt_ids",
+        keys,
+        False,
+        pad_token_id,
+        multiple,
+        max_length,
+        False,
+        report_bad_row,
+    )
+    return sets, padded
 
 
 # --- the same batches read from Arrow (see preference_arrow); None: the rows decide ------------
