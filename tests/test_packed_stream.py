@@ -295,3 +295,27 @@ def test_numpy_and_tensor_rows():
     assert sorted(len(r["input_ids"]) for b in batches for r in b) == [2, 7, 9]
     assert all(sum(len(r["input_ids"]) for r in b) <= 10 for b in batches)
 
+
+@pytest.mark.parametrize("stream_class", [fastcollate.PackedStream,
+                                          fastcollate.LengthGroupedStream])
+def test_accelerate_cutting_the_stream_again_is_refused(stream_class):
+    # What accelerator.prepare wraps a stream in on two processes with dispatch_batches=False;
+    # tests/test_multiprocess_packed_stream.py prepares it for real under torchrun.
+    from accelerate.data_loader import IterableDatasetShard
+
+    rows = make_rows([5, 9, 30, 12, 7])
+    name = stream_class.__name__
+    cut = IterableDatasetShard(stream_class(rows, 64, num_replicas=2, rank=0), batch_size=1,
+                               num_processes=2, process_index=0)
+    with pytest.raises(ValueError, match=f"{name} was prepared by accelerate on 2 processes: "
+                                         "accelerate would cut each process's batches"):
+        cut.set_epoch(1)
+    with pytest.raises(ValueError, match=f"{name} was prepared by accelerate on 2 processes"):
+        list(cut)
+    # A stream read by one reader is accelerate's to deal out; one process keeps every batch.
+    IterableDatasetShard(stream_class(rows, 64), batch_size=1, num_processes=2).set_epoch(1)
+    alone = IterableDatasetShard(stream_class(rows, 64, num_replicas=2, rank=0), batch_size=1)
+    alone.set_epoch(1)
+    expected = stream_class(rows, 64, num_replicas=2, rank=0)
+    expected.set_epoch(1)
+    assert list(alone) == list(expected)
