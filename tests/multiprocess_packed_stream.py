@@ -1,8 +1,10 @@
 """PackedStream and LengthGroupedStream in two processes (torchrun, gloo on CPU), run by
 tests/test_multiprocess_packed_stream.py. Each rank writes OUT/rank{N}.json: the rows of every
-batch a plain DataLoader over a PackedStream / LengthGroupedStream yielded per epoch, and the
+batch a plain DataLoader over a PackedStream / LengthGroupedStream yielded per epoch, the
 rows of every batch fastcollate.Trainer (whose loader accelerate prepares) trained on with
-train_sampling_strategy="packed" and "group_by_length" on a stream."""
+train_sampling_strategy="packed" and "group_by_length" on a stream, and what iterating such a
+DataLoader after `accelerator.prepare` gave (an error) with and without dispatch_batches, with
+no, forked and spawned DataLoader workers."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import argparse
 
 import datasets
 import torch
+from accelerate import Accelerator
+from accelerate.utils import DataLoaderConfiguration
 from conftest import model_dir
 from multiprocess_packed_train import RecordingTrainer, counting_rows
 from rank_report import finish_rank
@@ -30,6 +34,32 @@ class PaddedRecordingTrainer(fastcollate.Trainer):
         self.seen.append([ids[keep].tolist() for ids, keep in zip(inputs["input_ids"], mask,
                                                                     strict=True)])
         return super().compute_loss(model, inputs, *args, **kwargs)
+
+
+def row_numbers(rows):
+    return [row["row"] for row in rows]
+
+
+def prepared_outcomes(streams) -> dict[str, str]:
+    """For each stream, dispatch_batches and worker setting: what iterating the DataLoader over
+    the stream gives after `accelerator.prepare` (the error's type and text, or how many
+    batches)."""
+    outcomes = {}
+    for dispatch in (None, False):
+        accelerator = Accelerator(
+            cpu=True, dataloader_config=DataLoaderConfiguration(dispatch_batches=dispatch))
+        for name, stream in streams.items():
+            for workers, context in ((0, None), (2, "fork"), (2, "spawn")):
+                loader = torch.utils.data.DataLoader(
+                    stream, batch_size=None, num_workers=workers,
+                    multiprocessing_context=context, collate_fn=row_numbers)
+                prepared = accelerator.prepare(loader)
+                try:
+                    outcome = f"{len(list(prepared))} batches"
+                except Exception as err:  # the report says which
+                    outcome = f"{type(err).__name__}: {err}"
+                outcomes[f"{name} dispatch={dispatch} workers={workers} {context}"] = outcome
+    return outcomes
 
 
 def main() -> None:
@@ -94,7 +124,14 @@ def main() -> None:
     group_epoch_steps = len(list(fastcollate.LengthGroupedStream(
         stream, GROUP_BATCH, buffer=20, seed=options.seed)))
 
-    report = {"rank": rank, "lengths": [len(s) for s in sequences], "epochs": epochs,
+    # Last: a refused prepared loader leaves accelerate's gradient state mid-iteration.
+    outcomes = prepared_outcomes({
+        "PackedStream": fastcollate.PackedStream(stream, BUDGET, buffer=32),
+        "LengthGroupedStream": fastcollate.LengthGroupedStream(stream, GROUP_BATCH, buffer=20),
+    })
+
+    report = {"rank": rank, "prepared": outcomes,
+              "lengths": [len(s) for s in sequences], "epochs": epochs,
               "trained": trained, "first_epoch_steps": first_epoch_steps,
               "world": packed.num_replicas, "packed_rank": packed.rank,
               "grouped_epochs": grouped_epochs, "group_trained": group_trained,

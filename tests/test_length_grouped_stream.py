@@ -18,7 +18,7 @@ import torch
 from datasets.distributed import split_dataset_by_node
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_packed_stream import lognormal_lengths, make_rows
+from test_packed_stream import local_stream, lognormal_lengths, make_rows
 
 import fastcollate
 
@@ -147,14 +147,7 @@ def test_set_epoch_reaches_a_shuffled_datasets_stream():
 def test_streams_loaded_from_local_files(tmp_path, file_format):
     lengths = lognormal_lengths(1000, seed=5, cap=300)
     dataset = datasets.Dataset.from_list(make_rows(lengths))
-    path = tmp_path / f"rows.{file_format}"
-    if file_format == "parquet":
-        dataset.to_parquet(str(path))
-    else:
-        dataset.to_json(str(path))
-    source = datasets.load_dataset(file_format, data_files=str(path), split="train",
-                                   streaming=True)
-    assert isinstance(source, datasets.IterableDataset)
+    source = local_stream(tmp_path, file_format, dataset)
     stream = fastcollate.LengthGroupedStream(source, 8, buffer=256, seed=2)
     batches = list(stream)
     check_epoch(batches, 1000, 8)

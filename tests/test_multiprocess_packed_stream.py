@@ -84,3 +84,21 @@ def test_group_by_length_training_on_a_stream(ranks):
         assert all(count == 1 or row in repeated for row, count in counts.items())
         assert sum(counts.values()) == ROWS + len(part[0][0])
     assert trained[0][:steps] != trained[0][steps:]
+
+
+@pytest.mark.slow
+def test_accelerate_prepare_is_refused_on_every_rank(ranks):
+    # accelerate would dispatch the batches from rank 0 (which holds only its own) or cut each
+    # rank's batches again: rows lost. Both ranks raise before the first batch, whatever the
+    # workers (none, forked, spawned), so neither waits for the other.
+    for name in ("PackedStream", "LengthGroupedStream"):
+        for dispatch, how in ((None, "dispatch its batches from process 0"),
+                              (False, "cut each process's batches into per-process slices")):
+            for workers in ("workers=0 None", "workers=2 fork", "workers=2 spawn"):
+                for report in ranks:
+                    outcome = report["prepared"][f"{name} dispatch={dispatch} {workers}"]
+                    assert outcome.startswith(
+                        f"ValueError: {name} was prepared by accelerate on 2 processes: "
+                        f"accelerate would {how}"), outcome
+                    assert outcome.endswith("or train with fastcollate.Trainer, which prepares "
+                                            "it without re-sharding"), outcome

@@ -29,6 +29,20 @@ def lognormal_lengths(n, seed=0, cap=512):
     return np.clip(rng.lognormal(5.2, 0.6, n).astype(int), 1, cap).tolist()
 
 
+def local_stream(tmp_path, file_format, dataset):
+    """`dataset` written to a local Parquet or JSON file in `tmp_path`, read back as a real
+    `datasets` stream (`load_dataset(..., streaming=True)`)."""
+    path = tmp_path / f"rows.{file_format}"
+    if file_format == "parquet":
+        dataset.to_parquet(str(path))
+    else:
+        dataset.to_json(str(path))
+    stream = datasets.load_dataset(file_format, data_files=str(path), split="train",
+                                   streaming=True)
+    assert isinstance(stream, datasets.IterableDataset)
+    return stream
+
+
 def check_epoch(batches, lengths, max_tokens):
     """Every batch within budget and not empty; every row exactly once."""
     for batch in batches:
@@ -141,6 +155,43 @@ def test_endless_stream_is_lazy():
     assert len(read) <= 200  # two buffers at most, not the whole stream
 
 
+def row_numbers(batches):
+    """Each batch as the tuple of its rows' numbers."""
+    return [tuple(row["row"] for row in batch) for batch in batches]
+
+
+@pytest.mark.parametrize("file_format", ["parquet", "json"])
+def test_streams_loaded_from_local_files(tmp_path, file_format):
+    lengths = lognormal_lengths(1000, seed=6, cap=400)
+    source = local_stream(tmp_path, file_format, datasets.Dataset.from_list(make_rows(lengths)))
+    parities = set()
+    for max_tokens in (1024, 2048):
+        stream = fastcollate.PackedStream(source, max_tokens, buffer=256, seed=2)
+        first = list(stream)
+        check_epoch(first, lengths, max_tokens)
+        assert row_numbers(stream) == row_numbers(first)
+        stream.set_epoch(1)
+        second = list(stream)
+        check_epoch(second, lengths, max_tokens)
+        # Packed differently, not only in another order.
+        assert Counter(row_numbers(second)) != Counter(row_numbers(first))
+        epochs = {0: first, 1: second}
+        parities.add(len(first) % 2)
+        # Two persistent DataLoader workers (set_epoch reaches them through shared memory):
+        # worker w keeps batches w, w + 2, ... of the epoch, and when their number is odd the
+        # second worker's last, uneven round repeats the epoch's first batch. Together: the
+        # epoch's batches, each once, and that one batch once more.
+        loader = torch.utils.data.DataLoader(stream, batch_size=None, num_workers=2,
+                                             persistent_workers=True,
+                                             collate_fn=lambda batch: batch)
+        for epoch in (0, 1, 0):
+            stream.set_epoch(epoch)
+            alone = epochs[epoch]
+            expected = alone + alone[: len(alone) % 2]
+            assert Counter(row_numbers(loader)) == Counter(row_numbers(expected))
+    assert parities == {0, 1}  # an even and an odd number of batches
+
+
 @pytest.mark.parametrize("source", ["datasets", "torch"])
 def test_dataloader_workers_take_disjoint_batches(source):
     lengths = lognormal_lengths(600, seed=3, cap=120)
@@ -243,3 +294,28 @@ def test_numpy_and_tensor_rows():
     batches = list(fastcollate.PackedStream(rows, 10, buffer=2))
     assert sorted(len(r["input_ids"]) for b in batches for r in b) == [2, 7, 9]
     assert all(sum(len(r["input_ids"]) for r in b) <= 10 for b in batches)
+
+
+@pytest.mark.parametrize("stream_class", [fastcollate.PackedStream,
+                                          fastcollate.LengthGroupedStream])
+def test_accelerate_cutting_the_stream_again_is_refused(stream_class):
+    # What accelerator.prepare wraps a stream in on two processes with dispatch_batches=False;
+    # tests/test_multiprocess_packed_stream.py prepares it for real under torchrun.
+    from accelerate.data_loader import IterableDatasetShard
+
+    rows = make_rows([5, 9, 30, 12, 7])
+    name = stream_class.__name__
+    cut = IterableDatasetShard(stream_class(rows, 64, num_replicas=2, rank=0), batch_size=1,
+                               num_processes=2, process_index=0)
+    with pytest.raises(ValueError, match=f"{name} was prepared by accelerate on 2 processes: "
+                                         "accelerate would cut each process's batches"):
+        cut.set_epoch(1)
+    with pytest.raises(ValueError, match=f"{name} was prepared by accelerate on 2 processes"):
+        list(cut)
+    # A stream read by one reader is accelerate's to deal out; one process keeps every batch.
+    IterableDatasetShard(stream_class(rows, 64), batch_size=1, num_processes=2).set_epoch(1)
+    alone = IterableDatasetShard(stream_class(rows, 64, num_replicas=2, rank=0), batch_size=1)
+    alone.set_epoch(1)
+    expected = stream_class(rows, 64, num_replicas=2, rank=0)
+    expected.set_epoch(1)
+    assert list(alone) == list(expected)

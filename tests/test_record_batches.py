@@ -9,12 +9,14 @@ from __future__ import annotations
 import copy
 import os
 
+import datasets
 import numpy as np
 import pyarrow as pa
 import pytest
 import transformers
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
+from test_packed_stream import local_stream, lognormal_lengths
 
 import fastcollate
 from compare import assert_same_batch, has_object_array
@@ -394,3 +396,50 @@ def test_trl_language_modeling(monkeypatch, batch, padding_free, position_ids):
         batch,
     )
     assert reads.count == 0
+
+
+WORDS = ("good", "bad", "film", "plot", "very", "actor", "scene", "boring", "great", "ending")
+
+
+def tokenized_reviews(tokenizer, n, seed=0):
+    """`n` reviews of lognormal-ish length tokenized by `tokenizer`, with a class `label`,
+    token-level `labels` (-100 on the special tokens) and each row's number."""
+    rng = np.random.default_rng(seed)
+    texts = [" ".join(rng.choice(WORDS, size=k)) for k in lognormal_lengths(n, seed, cap=200)]
+    encoded = tokenizer(texts)
+    labels = [[-100, *((i + k) % 5 for k in range(len(ids) - 2)), -100]
+              for i, ids in enumerate(encoded["input_ids"])]
+    return datasets.Dataset.from_dict(
+        {**encoded, "label": [i % 3 for i in range(n)], "labels": labels, "row": list(range(n))}
+    )
+
+
+@pytest.mark.parametrize("file_format", ["parquet", "json"])
+@pytest.mark.parametrize(
+    ("collator", "options", "columns"),
+    [
+        ("DataCollatorWithPadding", {"pad_to_multiple_of": 8},
+         ["input_ids", "token_type_ids", "attention_mask", "label"]),
+        ("DataCollatorForTokenClassification", {}, ["input_ids", "attention_mask", "labels"]),
+    ],
+)
+def test_a_datasets_stream_from_local_files(
+    tmp_path, bert_tokenizer, monkeypatch, file_format, collator, options, columns
+):
+    dataset = tokenized_reviews(bert_tokenizer, 203)
+    stream = local_stream(tmp_path, file_format, dataset).with_format("arrow")
+    ours = getattr(fastcollate, collator)(bert_tokenizer, **options)
+    theirs = getattr(transformers, collator)(bert_tokenizer, **options)
+    reads = RowReads(monkeypatch)
+    seen, sizes = [], []
+    for table in stream.iter(batch_size=16):
+        assert isinstance(table, pa.Table)
+        numbers = table.column("row").to_pylist()
+        seen += numbers
+        sizes.append(len(numbers))
+        # transformers' collator on the same rows, as the dataset holds them.
+        rows = [{key: row[key] for key in columns} for row in dataset.select(numbers)]
+        assert_same_batch(collate_arrow(table, ours, columns=columns), theirs(rows))
+    assert reads.count == 0  # every batch read from the Arrow buffers
+    assert sizes == [16] * 12 + [11]  # the short last batch included
+    assert seen == list(range(203))  # every row once

@@ -1,4 +1,5 @@
-"""fastcollate.Trainer given a stream (`datasets.IterableDataset`, `to_iterable_dataset()`):
+"""fastcollate.Trainer given a stream (`datasets.IterableDataset` from `to_iterable_dataset()` or
+loaded from local Parquet and JSON files with `streaming=True`, a torch `IterableDataset`):
 the packed strategy packs it on the fly (`PackedStream`), every batch within the budget;
 group_by_length groups it on the fly (`LengthGroupedStream`); the buffer fields reach both; a
 map-style dataset without a length still raises; batch_rebalance on a training stream and
@@ -11,6 +12,7 @@ import warnings
 import datasets
 import pytest
 import torch
+from test_packed_stream import local_stream
 from test_packed_training import VOCAB, counting_rows, tiny_model
 
 import fastcollate
@@ -64,11 +66,24 @@ def rows_seen(batches, sequences):
     return found
 
 
-@pytest.mark.parametrize("make_stream", [lambda d: d.to_iterable_dataset(num_shards=2),
-                                         PlainStream], ids=["datasets", "torch"])
-def test_packed_stream_trains_within_the_budget(tmp_path, make_stream):
+def training_stream(kind, dataset, tmp_path):
+    """`dataset` as a training stream: `to_iterable_dataset` in two shards ("datasets"), a
+    torch `IterableDataset` ("torch"), or read back from a local "parquet" or "json" file with
+    `load_dataset(..., streaming=True)`."""
+    if kind == "datasets":
+        return dataset.to_iterable_dataset(num_shards=2)
+    if kind == "torch":
+        return PlainStream(dataset)
+    return local_stream(tmp_path, kind, dataset)
+
+
+STREAM_KINDS = ["datasets", "torch", "parquet", "json"]
+
+
+@pytest.mark.parametrize("kind", STREAM_KINDS)
+def test_packed_stream_trains_within_the_budget(tmp_path, kind):
     sequences = counting_rows(40)
-    stream = make_stream(datasets.Dataset.from_dict({"input_ids": sequences}))
+    stream = training_stream(kind, datasets.Dataset.from_dict({"input_ids": sequences}), tmp_path)
     args = arguments(tmp_path, "packed", max_steps=30)
     trainer = RecordingTrainer(model=tiny_model(), args=args, train_dataset=stream)
     trainer.seen = []
@@ -204,12 +219,10 @@ def row_numbers(batches, sequences):
     return [[row_of[tuple(ids)] for ids in batch] for batch in batches]
 
 
-@pytest.mark.parametrize("make_stream", [lambda d: d.to_iterable_dataset(num_shards=2),
-                                         PlainStream], ids=["datasets", "torch"])
-def test_group_by_length_stream_trains_on_grouped_batches(tmp_path, make_stream,
-                                                          bert_tokenizer):
+@pytest.mark.parametrize("kind", STREAM_KINDS)
+def test_group_by_length_stream_trains_on_grouped_batches(tmp_path, kind, bert_tokenizer):
     sequences = counting_rows(40)
-    stream = make_stream(datasets.Dataset.from_dict({"input_ids": sequences}))
+    stream = training_stream(kind, datasets.Dataset.from_dict({"input_ids": sequences}), tmp_path)
     args = arguments(tmp_path, "group_by_length", max_steps=20, group_by_length_buffer=16)
     collator = fastcollate.DataCollatorForLanguageModeling(bert_tokenizer, mlm=False)
     with warnings.catch_warnings():

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from .._internal.options import checked_count
-from .sharding import checked_world
+from .sharding import check_not_resharded, checked_world
 
 DEFAULT_BUFFER = 4096
 
@@ -113,6 +113,7 @@ class BufferedStream(torch.utils.data.IterableDataset):
     def set_epoch(self, epoch: int) -> None:
         """Sets the epoch (the batches are a function of seed, epoch and the stream's order),
         and the stream's own epoch when it has `set_epoch`."""
+        check_not_resharded(type(self).__name__, self.num_replicas, sys._getframe(1))
         epoch = checked_count(epoch, "epoch", 0)
         self._epoch.fill_(epoch)
         set_source_epoch = getattr(self.iterable, "set_epoch", None)
@@ -194,6 +195,7 @@ class BufferedStream(torch.utils.data.IterableDataset):
             sizes = [sizes[i] for i in kept]
 
     def __iter__(self) -> Iterator[list[Any]]:
+        check_not_resharded(type(self).__name__, self.num_replicas, sys._getframe(1))
         worker = torch.utils.data.get_worker_info()
         workers, worker_id = (worker.num_workers, worker.id) if worker is not None else (1, 0)
         readers = self.num_replicas * workers

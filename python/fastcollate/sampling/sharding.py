@@ -68,3 +68,42 @@ def copies_per_batch(sampler: str, num_replicas: int, rank: int) -> int:
             "(accelerator.num_processes)"
         )
     return num_replicas
+
+
+def check_not_resharded(stream: str, num_replicas: int, frame: Any) -> None:
+    """Called from a rank-aware stream's `set_epoch` or `__iter__` with its caller's `frame`:
+    a ValueError when that caller is accelerate re-sharding the stream on several processes.
+
+    accelerate 1.15's `prepare_data_loader` hands a DataLoader over a torch `IterableDataset` on
+    more than one process either to a `DataLoaderDispatcher` (the default: process 0 reads the
+    loader, which holds only rank 0's batches, and sends the others slices of them) or, with
+    `dispatch_batches=False`, to a `DataLoaderShard` over an `IterableDatasetShard` (each
+    process keeps a slice of its own batches). Either way batches are lost without a word. Both
+    call the stream's `set_epoch` on every process, in the main process, before the first batch
+    (the `IterableDatasetShard` also iterates it, in a worker when there are workers), so the
+    stream can refuse there. accelerate is never imported here."""
+    module = sys.modules.get("accelerate.data_loader")
+    if module is None or frame is None or num_replicas == 1:
+        return
+    owner = frame.f_locals.get("self")
+    dispatcher = getattr(module, "DataLoaderDispatcher", None)
+    shard = getattr(module, "IterableDatasetShard", None)
+    if dispatcher is not None and isinstance(owner, dispatcher):
+        processes = owner.state.num_processes
+        what = ("dispatch its batches from process 0, which holds only the batches of rank 0 "
+                "(dispatch_batches=True, accelerate's default for a stream)")
+    elif shard is not None and isinstance(owner, shard):
+        processes = owner.num_processes
+        what = ("cut each process's batches into per-process slices a second time "
+                "(IterableDatasetShard, with dispatch_batches=False)")
+    else:
+        return
+    if processes == 1:
+        return
+    raise ValueError(
+        f"{stream} was prepared by accelerate on {processes} processes: accelerate would "
+        f"{what}, and rows would be lost. {stream} already gives each rank its own batches: "
+        "iterate the DataLoader without accelerator.prepare and move each batch to "
+        "accelerator.device yourself, or train with fastcollate.Trainer, which prepares it "
+        "without re-sharding"
+    )
