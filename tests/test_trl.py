@@ -28,7 +28,7 @@ from trl.trainer.sft_trainer import (  # noqa: E402
 import fastcollate  # noqa: E402
 import fastcollate.trl  # noqa: E402
 from compare import assert_same_batch, assert_unchanged, to_format  # noqa: E402
-from fastcollate import ArrowBatches  # noqa: E402
+from fastcollate import ArrowBatches, _native  # noqa: E402
 from fastcollate.trl import DataCollatorForLanguageModeling  # noqa: E402
 
 SETTINGS = settings(
@@ -303,6 +303,107 @@ def test_flattening_collator_refuses_packed_rows_and_points_here():
     # What the right collator gives for them:
     batch = DataCollatorForLanguageModeling(pad_token_id=0, padding_free=True)(rows)
     assert batch["position_ids"].tolist() == [[0, 1, 0, 1, 2]]
+
+
+# --- padding-free rows read in place ------------------------------------------------------------
+
+# Cached small ints (read by address) and the whole int64 range.
+INT64 = st.one_of(st.integers(-5, 256), st.integers(-(2**63), 2**63 - 1))
+ODD_VALUES = [None, "empty", "bool", "past int64", "numpy", "float", "missing"]
+
+
+@st.composite
+def in_place_case(draw):
+    """A padding-free batch of exact dicts whose ids, labels and `seq_lengths` are lists or
+    tuples of ints, with all, no or some rows holding labels, and at most one odd value in one
+    row that the in-place read gives up on (an empty row, a bool, an int past int64, a numpy
+    row, a float, a missing key)."""
+    labels = draw(st.sampled_from(["all", "none", "some"]))
+    packed = draw(st.booleans())
+    rows = []
+    for _ in range(draw(st.integers(1, 5))):
+        length = draw(st.integers(1, 12))
+        sequence = draw(st.sampled_from([list, tuple]))
+        row = {"input_ids": sequence(draw(st.lists(INT64, min_size=length, max_size=length)))}
+        if labels == "all" or (labels == "some" and draw(st.booleans())):
+            row["labels"] = sequence(draw(st.lists(INT64, min_size=length, max_size=length)))
+        if packed:
+            row["seq_lengths"] = sequence(draw(pieces(length)))
+        rows.append(row)
+    odd = draw(st.sampled_from(ODD_VALUES))
+    row = rows[draw(st.integers(0, len(rows) - 1))]
+    key = draw(st.sampled_from(sorted(row)))
+    if odd == "empty":
+        for k in row:
+            row[k] = []
+    elif odd == "missing":
+        del row[key]
+    elif odd is not None:
+        values = list(row[key])
+        at = draw(st.integers(0, len(values) - 1))
+        if odd == "numpy":
+            row[key] = np.array(values, dtype=np.int64)
+        else:
+            values[at] = {"bool": True, "past int64": 2**63, "float": float(values[at])}[odd]
+            row[key] = values
+    event(f"labels={labels} packed={packed} odd={odd}")
+    return rows, odd
+
+
+def outcome(collate, rows):
+    """The batch, or the error's type and message."""
+    try:
+        return collate(rows)
+    except (TypeError, ValueError, OverflowError) as error:
+        return type(error), str(error)
+
+
+@SETTINGS
+@given(case=in_place_case())
+def test_padding_free_rows_read_in_place_same_as_the_general_path_and_trl(case):
+    # Exact dicts of lists or tuples of ints are read in place; a dict subclass goes through
+    # columns (the general path), which must give the same batch or the same error.
+    class Row(dict):
+        pass
+
+    rows, odd = case
+    before = copy.deepcopy(rows)
+    collator = DataCollatorForLanguageModeling(pad_token_id=0, padding_free=True)
+    ours = outcome(collator, rows)
+    assert_unchanged(rows, before)
+    general = outcome(collator, [Row(row) for row in rows])
+    if isinstance(general, dict):
+        assert_same_batch(ours, general)
+    else:
+        assert ours == general
+    if odd in (None, "numpy", "missing") and isinstance(ours, dict):
+        assert_same_batch(ours, theirs(rows, {"pad_token_id": 0, "padding_free": True}))
+    # The batch is read in place exactly when every value read is a non-empty list or tuple of
+    # ints and the rows have the first row's keys (so the path above was taken, or rightly not).
+    has_labels = "labels" in rows[0]
+    keys = {"input_ids"} | ({"labels", "seq_lengths"} & set(rows[0]))
+    in_place = _native.flatten_batch(
+        rows,
+        labels=has_labels,
+        separator_id=-100,
+        position_ids_start=0,
+        position_ids=True,
+        seq_idx=True,
+        cu_seq_lens=True,
+        integers_only=True,
+        skip_empty=True,
+        seq_lengths="seq_lengths" in rows[0],
+        in_place_only=True,
+    )
+    readable = odd in (None, "missing") and all(
+        {"input_ids", "labels", "seq_lengths"} & set(row) >= keys
+        and ("labels" in row) == has_labels
+        for row in rows
+    )
+    assert (in_place is not None) == readable
+    if readable:
+        assert ours["input_ids"].tolist() == in_place["input_ids"].tolist()
+    assert_unchanged(rows, before)
 
 
 # --- optional dependency ------------------------------------------------------------------------

@@ -5,11 +5,12 @@ use numpy::ndarray::Array2;
 use numpy::{IntoPyArray, PyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use super::gather::{gather, KeepRaw};
+use super::ints;
 use super::rows::BatchKeys;
-use crate::core::column::{Column, Kind};
+use crate::core::column::{Column, Kind, Shape};
 use crate::core::error::CollateError;
 use crate::core::flatten::{flatten as pack, EmptyRows, FlattenOptions};
 
@@ -40,14 +41,86 @@ fn first_non_integer_row(features: &Bound<'_, PyAny>, key: &str) -> PyResult<usi
     Ok(0)
 }
 
+/// A list or tuple value's length and whether it is a list; None for any other value.
+fn sequence_length(value: &Bound<'_, PyAny>) -> Option<(usize, bool)> {
+    if let Ok(list) = value.cast_exact::<PyList>() {
+        return Some((list.len(), true));
+    }
+    value.cast_exact::<PyTuple>().ok().map(|t| (t.len(), false))
+}
+
+/// The columns `gather` would read for `keys`, read straight from the rows into their final
+/// int64 buffers (sized once, written once): only for the usual batch, a list of exact dicts
+/// whose every value under `keys` is a non-empty exact list or tuple of exact ints in the
+/// int64 range. None for anything else (and, with `no_labels`, when a row holds `labels`,
+/// which the caller did not find in the first row), leaving the batch to `gather`, which then
+/// reads it again and reports what is wrong, as it would have. Giving up runs no Python code
+/// and changes nothing.
+fn columns_in_place(
+    features: &Bound<'_, PyAny>,
+    keys: &[String],
+    no_labels: bool,
+) -> Option<Vec<Column>> {
+    let py = features.py();
+    let rows = features.cast_exact::<PyList>().ok()?;
+    let rows: Vec<Bound<'_, PyDict>> = rows
+        .iter()
+        .map(|row| row.cast_exact::<PyDict>().ok().cloned())
+        .collect::<Option<_>>()?;
+    if rows.is_empty() {
+        return None;
+    }
+    if no_labels {
+        let labels = PyString::intern(py, "labels");
+        if rows.iter().any(|row| row.contains(&labels).unwrap_or(true)) {
+            return None;
+        }
+    }
+    let mut columns = Vec::with_capacity(keys.len());
+    for key in keys {
+        let py_key = PyString::new(py, key);
+        let mut values = Vec::with_capacity(rows.len());
+        let mut offsets = Vec::new();
+        offsets.try_reserve_exact(rows.len() + 1).ok()?;
+        offsets.push(0usize);
+        for row in &rows {
+            let value = row.get_item(&py_key).ok()??;
+            let (length, is_list) = sequence_length(&value)?;
+            if length == 0 {
+                return None; // the general path decides what an empty row is
+            }
+            offsets.push(offsets.last()?.checked_add(length)?);
+            values.push((value, is_list));
+        }
+        let mut ints = Vec::new();
+        ints.try_reserve_exact(*offsets.last()?).ok()?;
+        for ((value, is_list), w) in values.iter().zip(offsets.windows(2)) {
+            if !ints::append_exact_ints(value, *is_list, &mut ints, w[1] - w[0]) {
+                return None;
+            }
+        }
+        let mut column = Column::new(key.as_str());
+        column.kind = Some(Kind::Int);
+        column.shape = Some(Shape::Sequence);
+        column.ints = ints;
+        column.offsets = offsets;
+        columns.push(column);
+    }
+    Some(columns)
+}
+
 /// Packs a batch into one row (with `seq_lengths`, pre-packed rows: each row's `seq_lengths`
 /// are its sequences): returns a dict with `input_ids`, `labels` (shape `(1, total)`,
 /// int64), and when asked `position_ids` (int64), `seq_idx` (int32, `(1, total)`),
-/// `cu_seq_lens` (int32, `(rows + 1,)`) and `max_length` (an int).
+/// `cu_seq_lens` (int32, `(rows + 1,)`) and `max_length` (an int). The usual batch is read in
+/// place (see `columns_in_place`); with `in_place_only`, any other batch gives None instead of
+/// going through `gather`, and so does one where some row holds `labels` though `labels` is
+/// false (the caller looked at the first row only).
 #[pyfunction]
 #[pyo3(signature = (
     features, *, labels, separator_id, position_ids_start, position_ids, seq_idx, cu_seq_lens,
-    integers_only=false, skip_empty=false, drop_empty=false, seq_lengths=false
+    integers_only=false, skip_empty=false, drop_empty=false, seq_lengths=false,
+    in_place_only=false
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn flatten_batch<'py>(
@@ -63,7 +136,8 @@ pub fn flatten_batch<'py>(
     skip_empty: bool,
     drop_empty: bool,
     seq_lengths: bool,
-) -> PyResult<Bound<'py, PyDict>> {
+    in_place_only: bool,
+) -> PyResult<Option<Bound<'py, PyDict>>> {
     let mut keys = vec!["input_ids".to_string()];
     if labels {
         keys.push("labels".to_string());
@@ -71,19 +145,12 @@ pub fn flatten_batch<'py>(
     if seq_lengths {
         keys.push("seq_lengths".to_string());
     }
-    // Listed as padded keys so that a value that is not numbers is an error, not kept raw.
-    let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let only_keys = BatchKeys::named(py, keys.clone());
-    let (_, gathered) = gather(features, &key_refs, Some(only_keys), KeepRaw::default())?;
-    // Floats would be truncated toward zero (transformers' collator does that); TRL's refuses.
-    if integers_only {
-        if let Some(g) = gathered.iter().find(|g| not_integers(&g.column)) {
-            let key = g.column.key.clone();
-            let row = first_non_integer_row(features, &key)?;
-            return Err(CollateError::NotIntegers { key, row }.into());
-        }
-    }
-    let mut columns = gathered.into_iter().map(|g| g.column);
+    let columns = match columns_in_place(features, &keys, in_place_only && !labels) {
+        Some(columns) => columns,
+        None if in_place_only => return Ok(None),
+        None => gathered_columns(features, &keys, integers_only)?,
+    };
+    let mut columns = columns.into_iter();
     let input_ids = columns
         .next()
         .ok_or_else(|| PyErr::from(CollateError::EmptyBatch))?;
@@ -118,5 +185,28 @@ pub fn flatten_batch<'py>(
         result.set_item("cu_seq_lens", PyArray1::from_vec(py, values))?;
         result.set_item("max_length", packed.max_length)?;
     }
-    Ok(result)
+    Ok(Some(result))
+}
+
+/// The general path: `keys` read by `gather` (listed as padded keys, so that a value that is
+/// not numbers is an error naming its row, not kept raw). With `integers_only`, a column of
+/// floats or bools is an error naming the first such row (transformers' collator truncates
+/// floats toward zero; TRL's refuses them).
+fn gathered_columns(
+    features: &Bound<'_, PyAny>,
+    keys: &[String],
+    integers_only: bool,
+) -> PyResult<Vec<Column>> {
+    let py = features.py();
+    let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let only_keys = BatchKeys::named(py, keys.to_vec());
+    let (_, gathered) = gather(features, &key_refs, Some(only_keys), KeepRaw::default())?;
+    if integers_only {
+        if let Some(g) = gathered.iter().find(|g| not_integers(&g.column)) {
+            let key = g.column.key.clone();
+            let row = first_non_integer_row(features, &key)?;
+            return Err(CollateError::NotIntegers { key, row }.into());
+        }
+    }
+    Ok(gathered.into_iter().map(|g| g.column).collect())
 }

@@ -73,6 +73,10 @@ class DataCollatorForLanguageModeling(TakesArrowBatches, TRLCollator):
         if multiple is not None:
             multiple = checked_int("pad_to_multiple_of", multiple, 1, MAX_SIZE)
         padding_free = bool(self.padding_free)
+        if padding_free and multiple is None:
+            batch = _flattened_in_place(features)
+            if batch is not None:
+                return batch
         packed = (padding_free or bool(self.return_position_ids)) and "seq_lengths" in first_keys(
             features
         )
@@ -144,6 +148,31 @@ class DataCollatorForLanguageModeling(TakesArrowBatches, TRLCollator):
         return batch
 
 
+def _flattened_in_place(examples: Any) -> dict[str, Any] | None:
+    """`_flattened`'s batch for the usual one (a list of dicts whose `input_ids`, `labels` and
+    `seq_lengths` are all non-empty lists or tuples of ints, every row with the first row's
+    keys among those), read straight from the rows; None for any other batch, which the caller
+    then checks row by row. Such a batch passes every check the caller would make and its
+    dtypes are int64 (`torch.tensor` of Python ints), so none is made."""
+    if type(examples) is not list or not examples or type(examples[0]) is not dict:
+        return None
+    first = examples[0]
+    flat = _native.flatten_batch(
+        examples,
+        labels="labels" in first,
+        separator_id=-100,
+        position_ids_start=0,
+        position_ids=True,
+        seq_idx=True,
+        cu_seq_lens=True,
+        integers_only=True,
+        skip_empty=True,
+        seq_lengths="seq_lengths" in first,
+        in_place_only=True,
+    )
+    return None if flat is None else _padding_free_batch(flat, None, None)
+
+
 def _flattened(features: Any, has_labels: bool, packed: bool) -> dict[str, Any]:
     """The padding-free row of a batch, written by the core: -100 at every sequence start,
     position ids from 0; an empty row adds no sequence. A row holds one sequence, or (`packed`)
@@ -163,6 +192,14 @@ def _flattened(features: Any, has_labels: bool, packed: bool) -> dict[str, Any]:
     )
     ids_dtype = _batch_dtype(features, "input_ids", True)
     labels_dtype = _batch_dtype(features, "labels", True) if has_labels else ids_dtype
+    return _padding_free_batch(flat, ids_dtype, labels_dtype)
+
+
+def _padding_free_batch(
+    flat: dict[str, Any], ids_dtype: np.dtype | None, labels_dtype: np.dtype | None
+) -> dict[str, Any]:
+    """TRL's padding-free batch from `_native.flatten_batch`'s output, ids and labels in the
+    rows' dtypes (None: int64, as written)."""
     cu_seq_lens = torch.from_numpy(flat["cu_seq_lens"])
     max_length = flat["max_length"]
     return {
