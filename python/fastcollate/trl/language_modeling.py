@@ -148,6 +148,19 @@ class DataCollatorForLanguageModeling(TakesArrowBatches, TRLCollator):
         return batch
 
 
+# What TRL's padding-free batch is, for both ways of reading it: -100 at every sequence start,
+# position ids from 0, `seq_idx` and `cu_seq_lens`, integer rows only, empty rows adding nothing.
+_FLATTEN_OPTIONS = {
+    "separator_id": -100,
+    "position_ids_start": 0,
+    "position_ids": True,
+    "seq_idx": True,
+    "cu_seq_lens": True,
+    "integers_only": True,
+    "skip_empty": True,
+}
+
+
 def _flattened_in_place(examples: Any) -> dict[str, Any] | None:
     """`_flattened`'s batch for the usual one (a list of dicts whose `input_ids`, `labels` and
     `seq_lengths` are all non-empty lists or tuples of ints, every row with the first row's
@@ -160,13 +173,7 @@ def _flattened_in_place(examples: Any) -> dict[str, Any] | None:
     flat = _native.flatten_batch(
         examples,
         labels="labels" in first,
-        separator_id=-100,
-        position_ids_start=0,
-        position_ids=True,
-        seq_idx=True,
-        cu_seq_lens=True,
-        integers_only=True,
-        skip_empty=True,
+        **_FLATTEN_OPTIONS,
         seq_lengths="seq_lengths" in first,
         in_place_only=True,
     )
@@ -181,13 +188,7 @@ def _flattened(features: Any, has_labels: bool, packed: bool) -> dict[str, Any]:
     flat = _native.flatten_batch(
         features,
         labels=has_labels,
-        separator_id=-100,
-        position_ids_start=0,
-        position_ids=True,
-        seq_idx=True,
-        cu_seq_lens=True,
-        integers_only=True,
-        skip_empty=True,
+        **_FLATTEN_OPTIONS,
         seq_lengths=packed,
     )
     ids_dtype = _batch_dtype(features, "input_ids", True)
