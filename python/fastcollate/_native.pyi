@@ -134,6 +134,16 @@ def pad_sequences(
     left: bool,
 ) -> tuple[np.ndarray, np.ndarray] | None: ...  # int64 ids and mask; None: not lists of ints
 
+def pad_with_labels(
+    features: Sequence[Mapping[str, Any]],
+    *,
+    pad_id: int,
+    multiple: int | None,  # the width rounded up to this
+    position_ids: bool,  # also "position_ids" (None when the first row has "seq_lengths")
+    to_tensor: Callable[[np.ndarray], Any],  # applied to every int64 matrix
+) -> dict[str, Any] | None: ...  # input_ids, labels, [position_ids], attention_mask; None unless
+# the rows are an exact list of exact dicts of non-empty exact lists/tuples of ints
+
 def flatten_batch(
     features: Sequence[Mapping[str, Any]],
     *,

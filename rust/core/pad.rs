@@ -304,6 +304,20 @@ pub fn attention_mask(key: &str, lengths: &[usize], target: usize, left: bool) -
     mask.ok_or_else(|| CollateError::InvalidOption(format!("'{key}': a row was not written")))
 }
 
+/// The `rows × target` position ids of rows of `lengths` padded right: `0..length` on each
+/// row's values, 0 on its padding. A row longer than `target` is an error naming it.
+pub fn position_ids(key: &str, lengths: &[usize], target: usize) -> Result<Vec<i64>> {
+    let positions = fill_in_place(key, lengths, target, 0, false, |row, out| {
+        let Some(&length) = lengths.get(row) else {
+            return false;
+        };
+        // usize to i64: `length` slots fit in an allocation, so below isize::MAX.
+        out.extend((0..length).map(|position| position as i64));
+        true
+    })?;
+    positions.ok_or_else(|| CollateError::InvalidOption(format!("'{key}': a row was not written")))
+}
+
 fn uniform_length(column: &Column) -> Result<Option<usize>> {
     let lengths = column.lengths();
     let Some(&first) = lengths.first() else {
@@ -878,6 +892,19 @@ mod tests {
         );
         assert!(matches!(
             attention_mask("m", &[5], 4, false),
+            Err(CollateError::TooLong { row: 0, .. })
+        ));
+    }
+
+    #[test]
+    fn position_ids_count_each_row_from_zero_and_pad_with_zero() {
+        assert_eq!(
+            position_ids("p", &[2, 0, 3], 4).unwrap(),
+            [0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 2, 0]
+        );
+        assert_eq!(position_ids("p", &[1], 1).unwrap(), [0]);
+        assert!(matches!(
+            position_ids("p", &[5], 4),
             Err(CollateError::TooLong { row: 0, .. })
         ));
     }

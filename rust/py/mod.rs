@@ -17,6 +17,7 @@ mod joined;
 mod masking;
 mod pack_dataset;
 mod pad;
+mod padded_with_labels;
 mod read;
 mod rows;
 mod sampling;
@@ -46,6 +47,8 @@ mod _native {
         pack_dataset_bfd, pack_dataset_fullest, pack_dataset_gather, pack_dataset_gather_chunks,
         pack_dataset_wrapped,
     };
+    #[pymodule_export]
+    use super::padded_with_labels::pad_with_labels;
     #[pymodule_export]
     use super::sampling::{pack_epoch, rebalance_epoch};
     #[pymodule_export]

@@ -1,0 +1,159 @@
+//! Binding for TRL's padded SFT batch read straight from the rows: `input_ids` and `labels`
+//! written once into their padded int64 buffers, the attention mask (and position ids) beside
+//! them, each handed to the caller's tensor conversion. Only for the usual batch; any other
+//! gives None and the caller takes the general path, which checks the rows and names the bad
+//! one. Nothing here runs Python code before it gives up, so giving up changes nothing.
+
+use numpy::ndarray::Array2;
+use numpy::IntoPyArray;
+use pyo3::exceptions::PyValueError;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+
+use crate::core::pad::{self, Strategy};
+
+use super::ints;
+
+/// A list or tuple value's length and whether it is a list; None for any other value.
+fn sequence(value: &Bound<'_, PyAny>) -> Option<(usize, bool)> {
+    if let Ok(list) = value.cast_exact::<PyList>() {
+        return Some((list.len(), true));
+    }
+    value.cast_exact::<PyTuple>().ok().map(|t| (t.len(), false))
+}
+
+/// One row as it will be read: its `input_ids`, and its `labels` when it has them.
+struct Row<'py> {
+    ids: Bound<'py, PyAny>,
+    ids_are_list: bool,
+    labels: Option<(Bound<'py, PyAny>, bool)>,
+}
+
+/// The rows when they are the usual batch: a non-empty exact list of exact dicts, each with
+/// `input_ids` a non-empty exact list or tuple, and `labels` (where present) one of the same
+/// length; with `position_ids`, a first row without `seq_lengths` (pre-packed rows count their
+/// positions otherwise). The values themselves are checked while they are written.
+fn usual_rows<'py>(
+    features: &Bound<'py, PyAny>,
+    position_ids: bool,
+) -> Option<(Vec<Row<'py>>, Vec<usize>)> {
+    let py = features.py();
+    let list = features.cast_exact::<PyList>().ok()?;
+    let ids_key = intern!(py, "input_ids");
+    let labels_key = intern!(py, "labels");
+    let mut rows = Vec::with_capacity(list.len());
+    let mut lengths = Vec::with_capacity(list.len());
+    for (index, item) in list.iter().enumerate() {
+        let row = item.cast_exact::<PyDict>().ok()?;
+        if index == 0 && position_ids && row.contains(intern!(py, "seq_lengths")).unwrap_or(true) {
+            return None;
+        }
+        let ids = row.get_item(ids_key).ok()??;
+        let (length, ids_are_list) = sequence(&ids)?;
+        if length == 0 {
+            return None; // the general path decides what an empty row is
+        }
+        let labels = match row.get_item(labels_key).ok()? {
+            None => None,
+            Some(labels) => {
+                let (labels_length, is_list) = sequence(&labels)?;
+                if labels_length != length {
+                    return None;
+                }
+                Some((labels, is_list))
+            }
+        };
+        rows.push(Row {
+            ids,
+            ids_are_list,
+            labels,
+        });
+        lengths.push(length);
+    }
+    (!rows.is_empty()).then_some((rows, lengths))
+}
+
+/// The buffers of the batch: input ids, labels, position ids (when asked), attention mask; None
+/// when a value is not an exact int in the int64 range, or the batch cannot be padded (the
+/// general path reports either).
+fn written(
+    rows: &[Row<'_>],
+    lengths: &[usize],
+    pad_id: i64,
+    multiple: Option<usize>,
+    position_ids: bool,
+) -> Option<(usize, Vec<Vec<i64>>)> {
+    let target = pad::target_length("input_ids", lengths, Strategy::Longest, multiple).ok()??;
+    let input_ids = pad::fill_in_place("input_ids", lengths, target, pad_id, false, |row, out| {
+        let Some(values) = rows.get(row) else {
+            return false;
+        };
+        ints::append_exact_ints(&values.ids, values.ids_are_list, out, lengths[row])
+    })
+    .ok()??;
+    // A row without labels takes its input ids (TRL's `example.get("labels", input_ids)`).
+    let labels = pad::fill_in_place(
+        "labels",
+        lengths,
+        target,
+        -100,
+        false,
+        |row, out| match rows.get(row).map(|values| &values.labels) {
+            Some(Some((labels, is_list))) => {
+                ints::append_exact_ints(labels, *is_list, out, lengths[row])
+            }
+            Some(None) => row
+                .checked_mul(target)
+                .and_then(|start| input_ids.get(start..start.checked_add(lengths[row])?))
+                .is_some_and(|ids| {
+                    out.extend_from_slice(ids);
+                    true
+                }),
+            None => false,
+        },
+    )
+    .ok()??;
+    let mut buffers = vec![input_ids, labels];
+    if position_ids {
+        buffers.push(pad::position_ids("position_ids", lengths, target).ok()?);
+    }
+    buffers.push(pad::attention_mask("attention_mask", lengths, target, false).ok()?);
+    Some((target, buffers))
+}
+
+/// TRL's padded SFT batch of the usual rows (see `usual_rows`): a dict of `input_ids` (padded
+/// right with `pad_id`), `labels` (each row's, else its input ids; padded with -100),
+/// `position_ids` (with `position_ids`), `attention_mask`, every one a `rows × width` int64
+/// matrix passed through `to_tensor` (e.g. `torch.from_numpy`), the width the longest row's
+/// length rounded up to `multiple`. None for any other batch, for the caller's general path.
+#[pyfunction]
+#[pyo3(signature = (features, *, pad_id, multiple, position_ids, to_tensor))]
+pub fn pad_with_labels<'py>(
+    py: Python<'py>,
+    features: &Bound<'py, PyAny>,
+    pad_id: i64,
+    multiple: Option<usize>,
+    position_ids: bool,
+    to_tensor: &Bound<'py, PyAny>,
+) -> PyResult<Option<Bound<'py, PyDict>>> {
+    let Some((rows, lengths)) = usual_rows(features, position_ids) else {
+        return Ok(None);
+    };
+    let Some((width, buffers)) = written(&rows, &lengths, pad_id, multiple, position_ids) else {
+        return Ok(None);
+    };
+    let mut keys = vec![intern!(py, "input_ids"), intern!(py, "labels")];
+    if position_ids {
+        keys.push(intern!(py, "position_ids"));
+    }
+    keys.push(intern!(py, "attention_mask"));
+    let batch = PyDict::new(py);
+    for (key, values) in keys.into_iter().zip(buffers) {
+        let matrix = Array2::from_shape_vec((lengths.len(), width), values)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?
+            .into_pyarray(py);
+        batch.set_item(key, to_tensor.call1((matrix,))?)?;
+    }
+    Ok(Some(batch))
+}
