@@ -406,6 +406,100 @@ def test_padding_free_rows_read_in_place_same_as_the_general_path_and_trl(case):
     assert_unchanged(rows, before)
 
 
+# --- padded rows read in place -----------------------------------------------------------------
+
+
+def _exact_ints(value, length=None):
+    """Whether `value` is what the in-place read takes: an exact list or tuple of exact ints in
+    the int64 range (of `length` items, when given; at least one otherwise)."""
+    return (
+        type(value) in (list, tuple)
+        and (len(value) == length if length is not None else len(value) > 0)
+        and all(type(x) is int and -(2**63) <= x < 2**63 for x in value)
+    )
+
+
+@st.composite
+def padded_case(draw):
+    """A padded batch as `in_place_case` makes them (lists or tuples of ints, with all, no or
+    some rows holding labels, sometimes `seq_lengths`, at most one odd value), plus labels one
+    item short in one row now and then, and the padded collator's options."""
+    rows, odd = draw(in_place_case())
+    if draw(st.booleans()):
+        row = draw(st.sampled_from(rows))
+        if "labels" in row and len(row["labels"]) > 1:
+            row["labels"] = row["labels"][:-1]
+            odd = "short labels"
+    options = {
+        "pad_token_id": draw(st.sampled_from([0, 2, 151643, -1])),
+        "return_position_ids": draw(st.booleans()),
+        "pad_to_multiple_of": draw(st.sampled_from([None, 1, 4, 8, 64])),
+    }
+    event(f"odd={odd} position_ids={options['return_position_ids']}")
+    return rows, odd, options
+
+
+@SETTINGS
+@given(case=padded_case())
+def test_padded_rows_read_in_place_same_as_the_general_path_and_trl(case):
+    # Exact dicts of lists or tuples of ints are padded in place by one native call; a dict
+    # subclass takes the general path, which must give the same batch or the same error.
+    class Row(dict):
+        pass
+
+    rows, odd, options = case
+    before = copy.deepcopy(rows)
+    collator = DataCollatorForLanguageModeling(**options)
+    ours = outcome(collator, rows)
+    assert_unchanged(rows, before)
+    general = outcome(collator, [Row(row) for row in rows])
+    if isinstance(general, dict):
+        assert_same_batch(ours, general)
+    else:
+        assert ours == general
+    if odd in (None, "numpy", "missing") and isinstance(ours, dict):
+        assert_same_batch(ours, theirs(rows, options))
+    # The in-place call takes the batch exactly when every row's input ids are a non-empty list
+    # or tuple of int64 ints and its labels (where present) one of the same length, unless
+    # position ids of pre-packed rows are asked for (the first row has `seq_lengths`).
+    position_ids = options["return_position_ids"]
+    readable = not (position_ids and "seq_lengths" in rows[0]) and all(
+        _exact_ints(row.get("input_ids"))
+        and ("labels" not in row or _exact_ints(row["labels"], len(row["input_ids"])))
+        for row in rows
+    )
+    in_place = _native.pad_with_labels(
+        rows,
+        pad_id=options["pad_token_id"],
+        multiple=options["pad_to_multiple_of"],
+        position_ids=position_ids,
+        to_tensor=torch.from_numpy,
+    )
+    assert (in_place is not None) == readable
+    if readable:
+        assert_same_batch(in_place, ours)
+    assert_unchanged(rows, before)
+
+
+def test_padded_in_place_batch_is_trls_for_mixed_labels_and_tuples():
+    # Rows without labels take their input ids; tuples read as lists; the width is rounded up.
+    rows = [
+        {"input_ids": (5, 6, 7), "labels": [-100, 6, 7]},
+        {"input_ids": [8, 9], "completion_mask": [0, 1]},
+        {"input_ids": [2**40], "labels": (-(2**63),)},
+    ]
+    options = {"pad_token_id": 3, "return_position_ids": True, "pad_to_multiple_of": 4}
+    ours = DataCollatorForLanguageModeling(**options)(rows)
+    assert_same_batch(ours, theirs(rows, options))
+    assert ours["labels"].tolist() == [
+        [-100, 6, 7, -100],
+        [8, 9, -100, -100],
+        [-(2**63), -100, -100, -100],
+    ]
+    assert ours["position_ids"].tolist() == [[0, 1, 2, 0], [0, 1, 0, 0], [0, 0, 0, 0]]
+    assert ours["input_ids"].dtype == torch.int64
+
+
 # --- optional dependency ------------------------------------------------------------------------
 
 

@@ -6,7 +6,10 @@ labels, position ids, the padding-free row and its sequence boundaries) is a few
 over those buffers, handed to torch without a copy. The usual padding-free batch (rows of one
 sequence each, or pre-packed rows; no `pad_to_multiple_of`) skips the padding:
 `_native.flatten_batch` writes the one row, its position ids and boundaries directly, reading
-pre-packed rows' `seq_lengths` in the same call.
+pre-packed rows' `seq_lengths` in the same call. The usual padded batch (list rows) is
+written by `_native.pad_with_labels` in one call, masks and position ids included; such a
+batch passes every check the general path makes, and its dtypes are int64 (`torch.tensor` of
+Python ints), so none is made.
 """
 
 from __future__ import annotations
@@ -75,6 +78,16 @@ class DataCollatorForLanguageModeling(TakesArrowBatches, TRLCollator):
         padding_free = bool(self.padding_free)
         if padding_free and multiple is None:
             batch = _flattened_in_place(features)
+            if batch is not None:
+                return batch
+        if not padding_free:
+            batch = _native.pad_with_labels(
+                features,
+                pad_id=pad_token_id,
+                multiple=multiple,
+                position_ids=bool(self.return_position_ids),
+                to_tensor=torch.from_numpy,
+            )
             if batch is not None:
                 return batch
         packed = (padding_free or bool(self.return_position_ids)) and "seq_lengths" in first_keys(
