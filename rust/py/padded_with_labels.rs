@@ -103,13 +103,11 @@ fn written(
             Some(Some((labels, is_list))) => {
                 ints::append_exact_ints(labels, *is_list, out, lengths[row])
             }
-            Some(None) => row
-                .checked_mul(target)
-                .and_then(|start| input_ids.get(start..start.checked_add(lengths[row])?))
-                .is_some_and(|ids| {
-                    out.extend_from_slice(ids);
-                    true
-                }),
+            Some(None) => {
+                let start = row.checked_mul(target);
+                let ids = start.and_then(|s| input_ids.get(s..s.checked_add(lengths[row])?));
+                ids.map(|ids| out.extend_from_slice(ids)).is_some()
+            }
             None => false,
         },
     )
