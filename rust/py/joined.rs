@@ -14,7 +14,8 @@ use super::rows::BatchKeys;
 use crate::core::column::{Column, Kind, Shape};
 use crate::core::error::CollateError;
 use crate::core::joined::{
-    kept, pad_joined, pad_joined_with, JoinOptions, JoinedBatch, Lengths, Part, Sequences,
+    kept, pad_joined, pad_joined_with, write_copy, JoinOptions, JoinedBatch, Lengths, Part,
+    Sequences,
 };
 
 fn matrix<'py>(
@@ -118,7 +119,7 @@ fn in_place(
     let prompt_values = if has_prompt { values.first() } else { None };
     // `first_set`: the index in `completion_values` of the call's first set.
     let write = |first_set: usize| {
-        move |part: Part, row: usize, start: usize, place: &mut [i64]| {
+        move |part: Part, row: usize, start: usize, place: &mut [std::mem::MaybeUninit<i64>]| {
             let column = match part {
                 Part::Prompt if place.is_empty() => return true,
                 Part::Prompt => prompt_values,
@@ -160,7 +161,7 @@ fn in_place(
                     };
                     match copied {
                         Some(values) => {
-                            place.copy_from_slice(values);
+                            write_copy(place, values);
                             true
                         }
                         None => read(part, row, start, place),
