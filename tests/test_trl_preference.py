@@ -639,6 +639,28 @@ def test_reward_and_kto_scalars_of_mixed_kinds_read_from_the_rows_as_trl(first, 
     compare(DataCollatorForUnpairedPreference, TRLUnpaired, kto_rows, {"pad_token_id": 0})
 
 
+def test_usual_batch_scalars_come_from_the_native_call_and_others_from_the_rows(monkeypatch):
+    """Margins, labels and float reference log-probabilities of the usual batch (exact floats
+    and bools) are read with the tokens; a column of another kind goes through `_scalars`."""
+    from fastcollate.trl import preference
+
+    called = []
+    rows_path = preference._scalars
+    monkeypatch.setattr(
+        preference, "_scalars", lambda rows, key, *a: called.append(key) or rows_path(rows, key, *a)
+    )
+    reward = [{"chosen_ids": [1], "rejected_ids": [2, 3], "margin": 0.5}]
+    kto = [{"prompt_ids": [1], "completion_ids": [2], "ref_logps": -1.5, "label": True}]
+    compare(RewardDataCollatorForPreference, TRLReward, reward, {"pad_token_id": 0})
+    compare(DataCollatorForUnpairedPreference, TRLUnpaired, kto, {"pad_token_id": 0})
+    assert called == []
+    reward[0]["margin"] = 1
+    kto[0]["label"] = 0
+    compare(RewardDataCollatorForPreference, TRLReward, reward, {"pad_token_id": 0})
+    compare(DataCollatorForUnpairedPreference, TRLUnpaired, kto, {"pad_token_id": 0})
+    assert called == ["margin", "label"]
+
+
 # --- documented differences and bad input ----------------------------------------------------
 def test_an_empty_first_sequence_stays_int64_where_trl_turns_float32():
     rows = [{"prompt_ids": [], "chosen_ids": [], "rejected_ids": [5]}]
