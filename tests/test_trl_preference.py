@@ -8,6 +8,7 @@ GRPO padding against `pad_with_mask`, bad input, and the documented differences.
 
 from __future__ import annotations
 
+import array
 import copy
 import os
 import warnings
@@ -178,8 +179,8 @@ def same_bits(ours, theirs):
 )
 def test_float_margins_and_logps_rounded_to_float32_bit_for_bit_as_trl(values, float64_default):
     """Rows of Python floats (any double: past float32's range, subnormal, NaN, -0.0) become the
-    float32 tensor TRL's `torch.tensor` makes, also when the default dtype is float64 (DPO's
-    reference log-probabilities then stay float64, as TRL's do)."""
+    float32 tensor TRL's `torch.tensor` makes, also when the default dtype is float64 (DPO's and
+    KTO's reference log-probabilities then stay float64, as TRL's do)."""
     reward_rows = [{"chosen_ids": [1], "rejected_ids": [2, 3], "margin": v} for v in values]
     dpo_rows = [
         {"prompt_ids": [1], "chosen_ids": [2], "rejected_ids": [3], "ref_chosen_logps": v,
@@ -189,10 +190,17 @@ def test_float_margins_and_logps_rounded_to_float32_bit_for_bit_as_trl(values, f
     default = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64 if float64_default else torch.float32)
     try:
+        kto_rows = [
+            {"prompt_ids": [1], "completion_ids": [2], "ref_logps": v, "ref_KL_logps": -v,
+             "label": True}
+            for v in values
+        ]
         cases = [
             (RewardDataCollatorForPreference, TRLReward, reward_rows, ["margin"]),
             (DataCollatorForPreference, TRLPreference, dpo_rows,
              ["ref_chosen_logps", "ref_rejected_logps"]),
+            (DataCollatorForUnpairedPreference, TRLUnpaired, kto_rows,
+             ["ref_logps", "ref_KL_logps"]),
         ]
         for ours_class, theirs_class, rows, keys in cases:
             before = copy.deepcopy(rows)
@@ -540,6 +548,119 @@ def test_prompt_completion_in_place_path_same_as_the_general_path(
             np.testing.assert_array_equal(a, c)
 
 
+SCALAR_VALUES = st.one_of(
+    st.floats(width=64),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.just(np.float64(0.5)),
+    st.just(np.bool_(True)),
+    st.none(),
+)
+
+
+@SETTINGS
+@given(
+    columns=st.lists(
+        st.tuples(st.sampled_from(["float32", "bool"]), st.lists(SCALAR_VALUES, min_size=1)),
+        min_size=1,
+        max_size=3,
+    ),
+    missing=st.booleans(),
+    subclass=st.booleans(),
+)
+def test_scalars_read_with_the_tokens_exactly_when_every_row_holds_that_exact_kind(
+    columns, missing, subclass
+):
+    """`scalars`: a column comes back as the array `_scalars` would make (float32 rounded as
+    `array("f")` rounds, bools as bools) exactly when every row is an exact dict holding an
+    exact float (float32) or bool (bool) under the key; else None, for the collator to read
+    the column itself. The matrices are the same either way."""
+    rows_count = min(len(values) for _, values in columns)
+
+    class Row(dict):
+        pass
+
+    rows = []
+    for row in range(rows_count):
+        values = {f"s{index}": values[row] for index, (_, values) in enumerate(columns)}
+        rows.append({"a": [row, 1], **values})
+    if missing:
+        del rows[-1]["s0"]
+    if subclass:
+        rows[0] = Row(rows[0])
+    scalars = [(f"s{index}", kind) for index, (kind, _) in enumerate(columns)]
+    options = {"together": True, "pad_id": 0, "multiple": None, "max_length": None,
+               "keep_end": False}  # fmt: skip
+    before = copy.deepcopy(rows)
+    read = _native.pad_prompt_completion(rows, None, ["a"], **options, scalars=scalars)
+    assert_unchanged_floats(rows, before)
+    plain = _native.pad_prompt_completion(rows, None, ["a"], **options)
+    assert len(read) == len(plain) + len(scalars)
+    for mine, theirs in zip(read[0], plain[0], strict=True):
+        np.testing.assert_array_equal(mine, theirs)
+    for (key, kind), column in zip(scalars, read[len(plain):], strict=True):
+        values = [row.get(key) for row in rows]
+        exact = float if kind == "float32" else bool
+        if subclass or any(type(value) is not exact for value in values):
+            assert column is None
+        elif kind == "float32":
+            assert column.dtype == np.float32
+            np.testing.assert_array_equal(column.view(np.int32),
+                                          np.array(array.array("f", values)).view(np.int32))
+        else:
+            assert column.dtype == np.bool_
+            assert column.tolist() == values
+
+
+def test_scalars_of_an_unknown_kind_are_refused():
+    row = {"a": [1], "m": 1.0}
+    options = {"together": True, "pad_id": 0, "multiple": None, "max_length": None,
+               "keep_end": False}  # fmt: skip
+    with pytest.raises(ValueError, match="unknown scalar kind 'float64'"):
+        _native.pad_prompt_completion([row], None, ["a"], **options, scalars=[("m", "float64")])
+
+
+@pytest.mark.parametrize(
+    "first, second",
+    [(True, 1), (1, True), (True, np.bool_(False)), (0.5, 1), (1.5, True), (np.float64(1.0), 2.0)],
+)
+def test_reward_and_kto_scalars_of_mixed_kinds_read_from_the_rows_as_trl(first, second):
+    """A scalar column that is not all exact floats / bools comes from the rows (TRL's
+    `torch.tensor`), the tokens still from the in-place read."""
+    reward_rows = [{"chosen_ids": [1], "rejected_ids": [2, 3], "margin": first},
+                   {"chosen_ids": [4, 5], "rejected_ids": [6], "margin": second}]  # fmt: skip
+    compare(RewardDataCollatorForPreference, TRLReward, reward_rows, {"pad_token_id": 0})
+    kto_rows = [
+        {"prompt_ids": [1], "completion_ids": [2], "KL_completion_ids": [3],
+         "ref_logps": first, "ref_KL_logps": second, "label": first},
+        {"prompt_ids": [4, 5], "completion_ids": [6], "KL_completion_ids": [7, 8],
+         "ref_logps": second, "ref_KL_logps": first, "label": second},
+    ]  # fmt: skip
+    compare(DataCollatorForUnpairedPreference, TRLUnpaired, kto_rows, {"pad_token_id": 0})
+
+
+def test_usual_batch_scalars_come_from_the_native_call_and_others_from_the_rows(monkeypatch):
+    """Margins, labels and float reference log-probabilities of the usual batch (exact floats
+    and bools) are read with the tokens; a column of another kind goes through `_scalars`."""
+    from fastcollate.trl import preference
+
+    called = []
+    rows_path = preference._scalars
+    monkeypatch.setattr(
+        preference, "_scalars", lambda rows, key, *a: called.append(key) or rows_path(rows, key, *a)
+    )
+    reward = [{"chosen_ids": [1], "rejected_ids": [2, 3], "margin": 0.5}]
+    kto = [{"prompt_ids": [1], "completion_ids": [2], "ref_logps": -1.5, "label": True}]
+    compare(RewardDataCollatorForPreference, TRLReward, reward, {"pad_token_id": 0})
+    compare(DataCollatorForUnpairedPreference, TRLUnpaired, kto, {"pad_token_id": 0})
+    assert called == []
+    reward[0]["margin"] = 1
+    kto[0]["label"] = 0
+    compare(RewardDataCollatorForPreference, TRLReward, reward, {"pad_token_id": 0})
+    compare(DataCollatorForUnpairedPreference, TRLUnpaired, kto, {"pad_token_id": 0})
+    assert called == ["margin", "label"]
+
+
 # --- documented differences and bad input ----------------------------------------------------
 def test_an_empty_first_sequence_stays_int64_where_trl_turns_float32():
     rows = [{"prompt_ids": [], "chosen_ids": [], "rejected_ids": [5]}]
@@ -613,7 +734,20 @@ def test_reward_and_kto_bad_input():
         RewardDataCollatorForPreference(pad_token_id=70000)(
             [{"chosen_ids": np.array([1], np.int16), "rejected_ids": [2, 3]}]
         )
+    with pytest.raises(ValueError, match="row 1 has no 'margin'"):
+        RewardDataCollatorForPreference(pad_token_id=0)(
+            [{"chosen_ids": [1], "rejected_ids": [2], "margin": 1.0},
+             {"chosen_ids": [1], "rejected_ids": [2]}]
+        )  # fmt: skip
+    with pytest.raises(TypeError, match="'margin' in row 1 is 'x'"):
+        RewardDataCollatorForPreference(pad_token_id=0)(
+            [{"chosen_ids": [1], "rejected_ids": [2], "margin": 1.0},
+             {"chosen_ids": [1], "rejected_ids": [2], "margin": "x"}]
+        )  # fmt: skip
     kto = DataCollatorForUnpairedPreference(pad_token_id=0)
+    with pytest.raises(ValueError, match="row 1 has no 'ref_logps'"):
+        kto([{"prompt_ids": [1], "completion_ids": [2], "ref_logps": -1.0, "label": True},
+             {"prompt_ids": [1], "completion_ids": [2], "label": True}])  # fmt: skip
     with pytest.raises(ValueError, match="row 1 has no 'label'"):
         kto([{"prompt_ids": [1], "completion_ids": [2], "label": True},
              {"prompt_ids": [1], "completion_ids": [2]}])  # fmt: skip

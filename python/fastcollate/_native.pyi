@@ -124,7 +124,10 @@ def pad_prompt_completion(
     keep_end: bool,  # keep the last max_length tokens, not the first
     completion_mask: bool = True,  # False: the third matrix is None (not written)
     in_place_only: bool = False,  # None when the rows are not all exact lists/tuples of ints
-) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]] | None: ...  # int64 matrices
+    # (key, "float32" | "bool"): one more item each after the matrices, that column as a 1-d
+    # array, or None where a row is not an exact dict holding an exact float / bool there
+    scalars: Sequence[tuple[str, str]] = (),
+) -> list[Any] | None: ...  # (int64 matrices) tuples, then the scalar columns
 
 def pad_sequences(
     sequences: Sequence[Sequence[int]],

@@ -3,10 +3,10 @@
 //! matrix, with the attention mask and the completion mask (1 on the completion's tokens)
 //! written in the same pass. The joined lists are never built.
 
+use std::mem::MaybeUninit;
 use std::ops::Range;
 
 use crate::core::error::{CollateError, Result};
-use crate::core::pad::append_slots;
 
 /// Sequences laid end to end: row `i` is `values[offsets[i]..offsets[i + 1]]`.
 #[derive(Debug, Clone, Copy)]
@@ -127,7 +127,7 @@ pub fn pad_joined(
             lengths,
         })
         .collect();
-    let read = |part: Part, row: usize, start: usize, place: &mut [i64]| {
+    let read = |part: Part, row: usize, start: usize, place: &mut [MaybeUninit<i64>]| {
         let set = match part {
             Part::Prompt => Some(&prompts),
             Part::Completion(index) => completions.get(index),
@@ -135,7 +135,7 @@ pub fn pad_joined(
         let values = set
             .and_then(|set| set.row(row))
             .and_then(|values| values.get(start..start.saturating_add(place.len())));
-        values.map(|values| place.copy_from_slice(values)).is_some()
+        values.map(|values| write_copy(place, values)).is_some()
     };
     let prompt_view = Lengths {
         key: prompts.key,
@@ -146,14 +146,29 @@ pub fn pad_joined(
     })
 }
 
+/// Sets every slot of `place` to `values` (as long as it).
+pub fn write_copy(place: &mut [MaybeUninit<i64>], values: &[i64]) {
+    for (slot, &value) in place.iter_mut().zip(values) {
+        slot.write(value);
+    }
+}
+
+/// Sets every slot of `place` to `value`.
+fn write_fill(place: &mut [MaybeUninit<i64>], value: i64) {
+    for slot in place {
+        slot.write(value);
+    }
+}
+
 /// `pad_joined` from the sequences' lengths alone: `write(part, row, start, place)` sets
-/// `place` to that row's prompt or completion values from `start` on, straight from wherever
-/// they are held. It returns false to give up, and then the result is `Ok(None)`.
+/// every slot of `place` to that row's prompt or completion values from `start` on, straight
+/// from wherever they are held. It returns false to give up, and then the result is
+/// `Ok(None)`.
 pub fn pad_joined_with(
     prompts: Lengths<'_>,
     completions: &[Lengths<'_>],
     options: &JoinOptions,
-    mut write: impl FnMut(Part, usize, usize, &mut [i64]) -> bool,
+    mut write: impl FnMut(Part, usize, usize, &mut [MaybeUninit<i64>]) -> bool,
 ) -> Result<Option<JoinedBatch>> {
     let batch = prompts.lengths.len();
     if batch == 0 {
@@ -196,35 +211,75 @@ pub fn pad_joined_with(
         .checked_mul(width)
         .filter(|&cells| cells <= isize::MAX as usize / 8)
         .ok_or_else(too_large)?;
-    // Each cell is written once, row by row: no fill of the whole matrix beforehand.
     let mut input_ids = reserved(cells)?;
     let mut attention_mask = reserved(cells)?;
     let mut completion_mask = reserved(if options.completion_mask { cells } else { 0 })?;
+    // Each cell is written once, straight into the reserved room: the tokens where they
+    // go, the padding after them; nothing is filled beforehand.
+    let ids = input_ids.spare_capacity_mut().get_mut(..cells);
+    let mask = attention_mask.spare_capacity_mut().get_mut(..cells);
+    let (Some(ids), Some(mask)) = (ids, mask) else {
+        return Err(too_large());
+    };
+    let mut completion = match options.completion_mask {
+        true => Some(
+            completion_mask
+                .spare_capacity_mut()
+                .get_mut(..cells)
+                .ok_or_else(too_large)?,
+        ),
+        false => None,
+    };
+    let mut output_row = 0;
     for (index, set) in completions.iter().enumerate() {
-        for (row, (&prompt, &completion)) in prompts.lengths.iter().zip(set.lengths).enumerate() {
-            let (prompt, completion) = kept(prompt, completion, options);
-            let end = prompt.len() + completion.len();
-            // Within the reservation: `rows` rows of `width` cells, `end <= longest <= width`.
-            let row_end = input_ids.len() + width;
-            for (part, range) in [
-                (Part::Prompt, &prompt),
-                (Part::Completion(index), &completion),
-            ] {
-                let written = append_slots(&mut input_ids, range.len(), |place| {
-                    write(part, row, range.start, place)
-                });
-                if !written {
-                    return Ok(None);
-                }
+        for (row, (&prompt, &length)) in prompts.lengths.iter().zip(set.lengths).enumerate() {
+            let (prompt, completion_range) = kept(prompt, length, options);
+            let (held, end) = (prompt.len(), prompt.len() + completion_range.len());
+            // `end <= longest <= width`, and `output_row < rows`: within the `cells` slots.
+            let first = output_row * width;
+            let Some(ids_row) = ids.get_mut(first..first + width) else {
+                return Err(too_large());
+            };
+            let (tokens, padding) = ids_row.split_at_mut(end);
+            let (prompt_slots, completion_slots) = tokens.split_at_mut(held);
+            if !write(Part::Prompt, row, prompt.start, prompt_slots)
+                || !write(
+                    Part::Completion(index),
+                    row,
+                    completion_range.start,
+                    completion_slots,
+                )
+            {
+                return Ok(None);
             }
-            input_ids.resize(row_end, options.pad_id);
-            attention_mask.resize(attention_mask.len() + end, 1);
-            attention_mask.resize(row_end, 0);
-            if options.completion_mask {
-                completion_mask.resize(completion_mask.len() + prompt.len(), 0);
-                completion_mask.resize(completion_mask.len() + completion.len(), 1);
-                completion_mask.resize(row_end, 0);
+            write_fill(padding, options.pad_id);
+            let Some(mask_row) = mask.get_mut(first..first + width) else {
+                return Err(too_large());
+            };
+            let (ones, zeros) = mask_row.split_at_mut(end);
+            write_fill(ones, 1);
+            write_fill(zeros, 0);
+            if let Some(slots) = completion.as_deref_mut() {
+                let Some(row_slots) = slots.get_mut(first..first + width) else {
+                    return Err(too_large());
+                };
+                let (before, rest) = row_slots.split_at_mut(held);
+                let (ones, zeros) = rest.split_at_mut(end - held);
+                write_fill(before, 0);
+                write_fill(ones, 1);
+                write_fill(zeros, 0);
             }
+            output_row += 1;
+        }
+    }
+    // SAFETY: every one of the `cells` reserved slots of each written matrix was set above:
+    // `rows` rows (`output_row` counted each), each row's `width` slots split into the token,
+    // padding and mask ranges that were all written.
+    unsafe {
+        input_ids.set_len(cells);
+        attention_mask.set_len(cells);
+        if options.completion_mask {
+            completion_mask.set_len(cells);
         }
     }
     Ok(Some(JoinedBatch {
@@ -407,7 +462,7 @@ mod tests {
                 calls.push((part, row, start, place.len()));
                 let base = if part == Part::Prompt { 10 } else { 20 } + 100 * row as i64;
                 for (offset, slot) in place.iter_mut().enumerate() {
-                    *slot = base + (start + offset) as i64;
+                    slot.write(base + (start + offset) as i64);
                 }
                 true
             },

@@ -4,7 +4,6 @@
 //! only where it is sound (a build with a GIL and the full C API: the cfgs `build.rs` takes
 //! from PyO3), and everywhere else the same functions take the safe way.
 
-#[cfg(not(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy)))]
 use std::mem::MaybeUninit;
 
 use pyo3::prelude::*;
@@ -122,18 +121,21 @@ pub fn read_exact_ints(
 /// every item is an exact int in the int64 range; `false` otherwise (`place` is then partly
 /// written, for the caller to discard).
 pub fn write_exact_ints(sequence: &Bound<'_, PyAny>, is_list: bool, place: &mut [i64]) -> bool {
+    // SAFETY: viewing initialised `i64`s as `MaybeUninit` (same layout); only initialised
+    // values are written through the view, so they stay initialised.
+    let place = unsafe { &mut *(std::ptr::from_mut(place) as *mut [MaybeUninit<i64>]) };
     write_exact_ints_from(sequence, is_list, 0, place, true)
 }
 
 /// Writes `place.len()` items of a list (`is_list`) or tuple from item `start` on into `place`
 /// (all of its items, from `start`, when `whole`), when every one is an exact int in the int64
-/// range; `false` otherwise, or when the sequence is too short (`place` is then partly
-/// written, for the caller to discard).
+/// range: every slot is then set. `false` otherwise, or when the sequence is too short
+/// (`place` is then partly written, for the caller to discard).
 pub fn write_exact_ints_from(
     sequence: &Bound<'_, PyAny>,
     is_list: bool,
     start: usize,
-    place: &mut [i64],
+    place: &mut [MaybeUninit<i64>],
     whole: bool,
 ) -> bool {
     #[cfg(not(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy)))]
@@ -148,9 +150,6 @@ pub fn write_exact_ints_from(
         let Some(items) = all.get(start..end) else {
             return false;
         };
-        // SAFETY: writing initialised values into initialised `i64`s through `MaybeUninit`
-        // (same layout) leaves them initialised.
-        let place = unsafe { &mut *(std::ptr::from_mut(place) as *mut [MaybeUninit<i64>]) };
         write_items(sequence.py(), items, place)
     }
     #[cfg(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy))]
@@ -176,7 +175,7 @@ pub fn write_exact_ints_from(
             let Ok(value) = item.extract::<i64>() else {
                 return false;
             };
-            *slot = value;
+            slot.write(value);
             written += 1;
         }
         written == place.len()

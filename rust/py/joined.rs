@@ -3,10 +3,10 @@
 //! (`core::joined`), and hands the matrices to numpy without copying.
 
 use numpy::ndarray::Array2;
-use numpy::IntoPyArray;
+use numpy::{IntoPyArray, PyArray1};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString, PyTuple};
 
 use super::gather::{gather, KeepRaw};
 use super::ints;
@@ -14,7 +14,8 @@ use super::rows::BatchKeys;
 use crate::core::column::{Column, Kind, Shape};
 use crate::core::error::CollateError;
 use crate::core::joined::{
-    kept, pad_joined, pad_joined_with, JoinOptions, JoinedBatch, Lengths, Part, Sequences,
+    kept, pad_joined, pad_joined_with, write_copy, JoinOptions, JoinedBatch, Lengths, Part,
+    Sequences,
 };
 
 fn matrix<'py>(
@@ -118,7 +119,7 @@ fn in_place(
     let prompt_values = if has_prompt { values.first() } else { None };
     // `first_set`: the index in `completion_values` of the call's first set.
     let write = |first_set: usize| {
-        move |part: Part, row: usize, start: usize, place: &mut [i64]| {
+        move |part: Part, row: usize, start: usize, place: &mut [std::mem::MaybeUninit<i64>]| {
             let column = match part {
                 Part::Prompt if place.is_empty() => return true,
                 Part::Prompt => prompt_values,
@@ -160,7 +161,7 @@ fn in_place(
                     };
                     match copied {
                         Some(values) => {
-                            place.copy_from_slice(values);
+                            write_copy(place, values);
                             true
                         }
                         None => read(part, row, start, place),
@@ -200,6 +201,60 @@ fn kept_prompt<'a>(
     batch.input_ids.get(first..first.checked_add(length)?)
 }
 
+/// One number per row read from the rows, as the preference collators' scalar columns
+/// (`margin`, `label`, the reference log-probabilities) are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ScalarKind {
+    /// Exact floats, each rounded to float32.
+    Float32,
+    /// Exact bools.
+    Bool,
+}
+
+impl ScalarKind {
+    fn named(name: &str) -> PyResult<Self> {
+        match name {
+            "float32" => Ok(Self::Float32),
+            "bool" => Ok(Self::Bool),
+            _ => Err(PyValueError::new_err(format!(
+                "unknown scalar kind '{name}': expected 'float32' or 'bool'"
+            ))),
+        }
+    }
+}
+
+/// Every row's `key` as a 1-d array of `kind`, when `features` is a list of exact dicts that
+/// all hold an exact value of that kind under `key`; None otherwise (the caller then reads the
+/// column itself, which names a missing key or a bad value). Nothing here runs Python code.
+fn scalar_column<'py>(
+    features: &Bound<'py, PyAny>,
+    key: &str,
+    kind: ScalarKind,
+) -> Option<Bound<'py, PyAny>> {
+    let py = features.py();
+    let rows = features.cast_exact::<PyList>().ok()?;
+    let key = PyString::new(py, key);
+    let mut floats = Vec::new();
+    let mut bools = Vec::new();
+    let wanted = rows.len();
+    match kind {
+        ScalarKind::Float32 => floats.try_reserve_exact(wanted).ok()?,
+        ScalarKind::Bool => bools.try_reserve_exact(wanted).ok()?,
+    }
+    for row in rows.iter() {
+        let value = row.cast_exact::<PyDict>().ok()?.get_item(&key).ok()??;
+        match kind {
+            // Rounded to the nearest float32 (infinite past its range), as torch.tensor does.
+            ScalarKind::Float32 => floats.push(value.cast_exact::<PyFloat>().ok()?.value() as f32),
+            ScalarKind::Bool => bools.push(value.cast_exact::<PyBool>().ok()?.is_true()),
+        }
+    }
+    Some(match kind {
+        ScalarKind::Float32 => PyArray1::from_vec(py, floats).into_any(),
+        ScalarKind::Bool => PyArray1::from_vec(py, bools).into_any(),
+    })
+}
+
 /// Every row's `prompt_key` (none: an empty prompt) joined to its value under each of `completion_keys`, cut to
 /// `max_length` (from the end with `keep_end`) and padded right with `pad_id`: a list of
 /// `(input_ids, attention_mask, completion_mask)` int64 matrices, one for all the keys padded
@@ -207,8 +262,12 @@ fn kept_prompt<'a>(
 /// unless `completion_mask`. With `in_place_only`, a batch the rows cannot be read into in
 /// place (see `in_place`) gives None instead of going the general way: the caller then checks
 /// the rows itself, which it need not do for a batch read in place.
+///
+/// `scalars`, `(key, kind)` pairs (kind "float32" or "bool"), adds one item per pair after the
+/// matrices: every row's `key` as a 1-d array of that kind, or None where a row is not an
+/// exact dict holding an exact value of that kind (the caller then reads that column itself).
 #[pyfunction]
-#[pyo3(signature = (features, prompt_key, completion_keys, *, together, pad_id, multiple, max_length, keep_end, completion_mask = true, in_place_only = false))]
+#[pyo3(signature = (features, prompt_key, completion_keys, *, together, pad_id, multiple, max_length, keep_end, completion_mask = true, in_place_only = false, scalars = Vec::new()))]
 #[allow(clippy::too_many_arguments)]
 pub fn pad_prompt_completion<'py>(
     py: Python<'py>,
@@ -222,7 +281,12 @@ pub fn pad_prompt_completion<'py>(
     keep_end: bool,
     completion_mask: bool,
     in_place_only: bool,
+    scalars: Vec<(String, String)>,
 ) -> PyResult<Option<Vec<Bound<'py, PyAny>>>> {
+    let scalars = scalars
+        .into_iter()
+        .map(|(key, kind)| Ok((key, ScalarKind::named(&kind)?)))
+        .collect::<PyResult<Vec<_>>>()?;
     let mut keys: Vec<String> = prompt_key.iter().cloned().collect();
     keys.extend(completion_keys);
     let options = JoinOptions {
@@ -237,7 +301,7 @@ pub fn pad_prompt_completion<'py>(
         None if in_place_only => return Ok(None),
         None => gathered_and_padded(py, features, prompt_key.is_some(), keys, together, &options)?,
     };
-    batches
+    let mut out = batches
         .into_iter()
         .map(|b| {
             let items = [
@@ -251,8 +315,11 @@ pub fn pad_prompt_completion<'py>(
             ];
             Ok(PyTuple::new(py, items)?.into_any())
         })
-        .collect::<PyResult<_>>()
-        .map(Some)
+        .collect::<PyResult<Vec<_>>>()?;
+    out.extend(scalars.iter().map(|(key, kind)| {
+        scalar_column(features, key, *kind).unwrap_or_else(|| py.None().into_bound(py))
+    }));
+    Ok(Some(out))
 }
 
 /// The general path: the keys read into columns (which names a bad row), then joined and

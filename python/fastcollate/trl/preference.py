@@ -231,14 +231,17 @@ def _read_in_place(
     max_length: int | None,
     keep_end: bool,
     completion_mask: bool,
-) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]] | None:
+    scalars: list[tuple[str, str]] | None = None,
+) -> tuple[list, list[np.ndarray | None]] | None:
     """`_padded_prompt_completion`'s matrices for the usual batch (a list of dicts whose token
-    values are all lists or tuples of ints), read straight from the rows; None for any other
-    batch, which the caller then checks row by row. Such a batch passes every check the caller
-    would make, so none is made."""
+    values are all lists or tuples of ints), read straight from the rows, and for each
+    `(key, kind)` of `scalars` (kind "float32": exact floats, "bool": exact bools) that column
+    read in the same call, or None where the rows do not all hold such a value (the caller
+    reads that column itself). None for any other batch, which the caller then checks row by
+    row. Such a batch passes every check the caller would make, so none is made."""
     if type(examples) is not list:
         return None
-    return _native.pad_prompt_completion(
+    read = _native.pad_prompt_completion(
         examples,
         prompt_key,
         completion_keys,
@@ -249,7 +252,27 @@ def _read_in_place(
         keep_end=keep_end,
         completion_mask=completion_mask,
         in_place_only=True,
+        scalars=scalars or [],
     )
+    if read is None:
+        return None
+    split = len(read) - len(scalars or ())
+    return read[:split], read[split:]
+
+
+def _scalar(
+    rows: list, key: str, read: np.ndarray | None, dtype: torch.dtype | None = None
+) -> torch.Tensor:
+    """`key`'s tensor: `read` (the column read with the tokens) when there is one, else read
+    from the rows by `_scalars`."""
+    return _scalars(rows, key, dtype) if read is None else torch.from_numpy(read)
+
+
+def _first_dict(examples: Any) -> dict | None:
+    """The first row of a non-empty list whose first row is a dict (the usual batch)."""
+    if type(examples) is list and examples and type(examples[0]) is dict:
+        return examples[0]
+    return None
 
 
 class DataCollatorForPreference(TakesArrowBatches, _PtOnly, TRLPreferenceCollator):
@@ -284,7 +307,7 @@ class DataCollatorForPreference(TakesArrowBatches, _PtOnly, TRLPreferenceCollato
             examples = examples.rows()
         pad_token_id, multiple, max_length = _options(self)
         keep_end = _keeps_end(self)
-        padded = _read_in_place(
+        read = _read_in_place(
             examples,
             "prompt_ids",
             _PAIR_KEYS,
@@ -295,11 +318,12 @@ class DataCollatorForPreference(TakesArrowBatches, _PtOnly, TRLPreferenceCollato
             keep_end,
             True,
         )
-        if padded is None:
+        if read is None:
             rows = _rows(examples)
             padded = _preference_from_rows(rows, pad_token_id, multiple, max_length, keep_end)
         else:
             rows = examples
+            padded, _ = read
         ((input_ids, attention_mask, completion_mask),) = padded
         output = {
             "input_ids": torch.from_numpy(input_ids),
@@ -394,19 +418,23 @@ class RewardDataCollatorForPreference(TakesArrowBatches, _PtOnly, TRLRewardColla
                 return from_arrow
             examples = examples.rows()
         pad_token_id, multiple, _ = _options(self)
-        padded = _read_in_place(
-            examples, None, _PAIR_KEYS, True, pad_token_id, multiple, None, False, False
+        first = _first_dict(examples)
+        # The margins (TRL makes them float32) are read in the same native call as the tokens.
+        scalars = [("margin", "float32")] if first is not None and "margin" in first else []
+        read = _read_in_place(
+            examples, None, _PAIR_KEYS, True, pad_token_id, multiple, None, False, False, scalars
         )
-        if padded is None:
+        if read is None:
             rows = _rows(examples)
             input_ids, attention_mask = _reward_from_rows(rows, pad_token_id, multiple)
+            margins = [None]
         else:
             rows = examples
-            ((ids, mask, _),) = padded
+            ((ids, mask, _),), margins = read
             input_ids, attention_mask = torch.from_numpy(ids), torch.from_numpy(mask)
         output = {"input_ids": input_ids, "attention_mask": attention_mask}
         if "margin" in rows[0]:
-            output["margin"] = _scalars(rows, "margin", torch.float)
+            output["margin"] = _scalar(rows, "margin", margins[0], torch.float)
         return output
 
 
@@ -471,9 +499,17 @@ class DataCollatorForUnpairedPreference(TakesArrowBatches, _PtOnly, TRLUnpairedC
                 return from_arrow
             examples = examples.rows()
         pad_token_id, multiple, max_length = _options(self)
-        first = examples[0] if type(examples) is list and examples else None
-        sets = [pair for pair in _UNPAIRED_SETS if pair[1] in first] if type(first) is dict else []
-        padded = sets and _read_in_place(
+        first = _first_dict(examples)
+        sets = [pair for pair in _UNPAIRED_SETS if pair[1] in first] if first is not None else []
+        # The scalars read in the same native call as the tokens: the labels, and the
+        # reference log-probabilities when TRL's `torch.tensor` makes floats float32.
+        float_kind = "float32" if torch.get_default_dtype() is torch.float32 else None
+        scalars = [
+            (key, kind)
+            for key, kind in (("ref_logps", float_kind), ("ref_KL_logps", float_kind))
+            if kind is not None and first is not None and key in first
+        ] + [("label", "bool")]
+        read = sets and _read_in_place(
             examples,
             "prompt_ids",
             [key for _, key in sets],
@@ -483,12 +519,16 @@ class DataCollatorForUnpairedPreference(TakesArrowBatches, _PtOnly, TRLUnpairedC
             max_length,
             False,
             True,
+            scalars,
         )
-        if padded:
+        if read:
             rows = examples
+            padded, values = read
+            columns = {key: value for (key, _), value in zip(scalars, values, strict=True)}
         else:
             rows = _rows(examples)
             sets, padded = _unpaired_from_rows(rows, pad_token_id, multiple, max_length)
+            columns = {}
         output: dict[str, Any] = {}
         for (prefix, _), (input_ids, attention_mask, completion_mask) in zip(
             sets, padded, strict=True
@@ -498,8 +538,8 @@ class DataCollatorForUnpairedPreference(TakesArrowBatches, _PtOnly, TRLUnpairedC
             output[f"{prefix}completion_mask"] = torch.from_numpy(completion_mask)
         for key in ("ref_logps", "ref_KL_logps"):
             if key in rows[0]:
-                output[key] = _scalars(rows, key)
-        output["label"] = _scalars(rows, "label")
+                output[key] = _scalar(rows, key, columns.get(key))
+        output["label"] = _scalar(rows, "label", columns.get("label"))
         return output
 
 
