@@ -269,8 +269,10 @@ def pack_table(
 
     if strategy == "wrapped":
         offsets = _native.pack_dataset_wrapped(lengths, bounds, seq_length)
+        value_starts = np.zeros(len(lengths) + 1, np.int64)
+        np.cumsum(lengths, out=value_starts[1:])
         packed = [
-            build_lists(list_array, offset_type, offsets, concatenated(column))
+            wrapped_lists(list_array, offset_type, offsets, value_starts, column)
             for column in columns
         ]
         return pa.Table.from_arrays(packed, names=names)
@@ -356,19 +358,6 @@ def fixed_width_bytes(values: Any) -> np.ndarray | None:
     return raw[values.offset * width : (values.offset + len(values)) * width]
 
 
-def concatenated(column: Any) -> Any:
-    """A list column's values, rows concatenated: a slice of one chunk; for several chunks of
-    fixed-width values without nulls, copied by the core into one buffer (several threads for a
-    large one), else `pa.concat_arrays`."""
-    chunks = [chunk.flatten() for chunk in column.chunks]
-    if len(chunks) < 2 or chunk_bytes(column.type.value_type, chunks) is None:
-        return flattened(column)
-    counts = np.fromiter((len(chunk) for chunk in chunks), np.int64, len(chunks))
-    starts = np.zeros(len(chunks), np.int64)
-    np.cumsum(counts[:-1], out=starts[1:])
-    return gather(column, starts, counts, [])
-
-
 def chunk_bytes(kind: Any, chunks: list[Any]) -> list[np.ndarray] | None:
     """Each chunk's bytes where the values are fixed-width (`kind`) without nulls, else None."""
     import pyarrow as pa
@@ -394,6 +383,120 @@ def gather(column: Any, starts: np.ndarray, lengths: np.ndarray, indices: list[A
     if not indices:
         indices.append(pa.array(_native.pack_dataset_gather(starts, lengths)))
     return flattened(column).take(indices[0])
+
+
+def wrapped_lists(
+    list_array: Any, offset_type: Any, offsets: np.ndarray, value_starts: np.ndarray, column: Any
+) -> Any:
+    """A list column cut at `offsets` (into its flattened values; `value_starts`: each row's
+    first value there, and the total), reading the values where they lie: "wrapped" never
+    reorders values, so each packed row is a contiguous range of them, and a run of rows inside
+    one input chunk becomes a list array over a slice of that chunk's values (no copy). Only
+    rows that straddle chunks have their values copied. One output chunk per run."""
+    import pyarrow as pa
+
+    chunks = column.chunks
+    rows = len(offsets) - 1
+    if rows == 0 or len(chunks) < 2:
+        values = chunks[0].flatten() if chunks else pa.array([], type=column.type.value_type)
+        return build_lists(list_array, offset_type, offsets, values)
+    chunk_rows = np.zeros(len(chunks) + 1, np.int64)
+    np.cumsum([len(chunk) for chunk in chunks], out=chunk_rows[1:])
+    chunk_starts = value_starts[chunk_rows]  # each chunk's first value in the flattened values
+    # Each packed row's chunk (the one holding its first value; empty chunks skipped), or -1
+    # where the row runs on into the next chunk. Runs of rows with one key: the output chunks.
+    chunk = np.searchsorted(chunk_starts, offsets[:-1], side="right") - 1
+    key = np.where(offsets[1:] <= chunk_starts[chunk + 1], chunk, -1)
+    edges = np.concatenate(([0], np.flatnonzero(key[1:] != key[:-1]) + 1, [rows]))
+    # Every run's offsets (its rows' and its end), rebased to its first value, in one array.
+    counts = np.diff(edges) + 1
+    run = np.repeat(np.arange(len(counts)), counts)
+    rebased = offsets[np.arange(int(counts.sum())) - run] - np.repeat(offsets[edges[:-1]], counts)
+    spans = offsets[edges[1:]] - offsets[edges[:-1]]
+    narrow = offset_type == pa.int32()
+    all_offsets = pa.array(rebased.astype(np.int32 if narrow else np.int64))
+    runs = list(zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True))
+    straddling = [(first, end) for first, end in runs if key[first] < 0]
+    copied = iter(straddling_values(column, chunk_starts, offsets, straddling))
+    views: dict[int, tuple[Any, int]] = {}
+    parts = []
+    at = 0
+    for index, (first, end) in enumerate(runs):
+        start, span = int(offsets[first]), int(spans[index])
+        if key[first] < 0:
+            values = next(copied)
+        else:
+            source = int(key[first])
+            if source not in views:
+                views[source] = chunk_values(chunks[source])
+            held, base = views[source]
+            values = held.slice(base + start - int(chunk_starts[source]), span)
+        if narrow and span > INT32_MAX:  # one run too long for int32 offsets: cut further
+            lists = build_lists(list_array, offset_type, offsets[first : end + 1] - start, values)
+            parts.extend(lists.chunks)
+        else:
+            parts.append(list_array.from_arrays(all_offsets.slice(at, end - first + 1), values))
+        at += end - first + 1
+    return pa.chunked_array(parts)
+
+
+def chunk_values(chunk: Any) -> tuple[Any, int]:
+    """A list chunk's flattened values as (an array, the index of the first): its child array
+    in place where no row is null, else `flatten()` (null rows may hide values)."""
+    if chunk.null_count:
+        return chunk.flatten(), 0
+    return chunk.values, chunk.offsets[0].as_py()
+
+
+def straddling_values(
+    column: Any, chunk_starts: np.ndarray, offsets: np.ndarray, runs: list[tuple[int, int]]
+) -> list[Any]:
+    """The values of each run of packed rows that straddle chunks (`runs`: (first, end) rows),
+    copied out of the chunks they lie in (the column's chunks, starting at `chunk_starts` in the
+    flattened values): fixed-width values without nulls by the core in one call, others by
+    `pa.concat_arrays`."""
+    import pyarrow as pa
+
+    if not runs:
+        return []
+    pieces: list[list[tuple[int, int, int]]] = []  # per run: (chunk, start, stop)
+    for first, end in runs:
+        start, stop = int(offsets[first]), int(offsets[end])
+        first_chunk = int(np.searchsorted(chunk_starts, start, side="right")) - 1
+        last_chunk = int(np.searchsorted(chunk_starts, stop, side="left")) - 1
+        run = []
+        for index in range(first_chunk, last_chunk + 1):
+            low, high = int(chunk_starts[index]), int(chunk_starts[index + 1])
+            if high > low:
+                run.append((index, max(start, low), min(stop, high)))
+        pieces.append(run)
+    involved = sorted({index for run in pieces for index, _, _ in run})
+    flats = {index: column.chunks[index].flatten() for index in involved}
+    kind = column.type.value_type
+    raws = chunk_bytes(kind, [flats[index] for index in involved])
+    if raws is None:
+        return [
+            pa.concat_arrays(
+                [flats[index].slice(a - int(chunk_starts[index]), b - a) for index, a, b in run]
+            )
+            for run in pieces
+        ]
+    # The involved chunks, one after another, are the values the core reads from.
+    at, shifts = 0, {}
+    for index in involved:
+        shifts[index] = at - int(chunk_starts[index])
+        at += len(flats[index])
+    starts = np.asarray([a + shifts[index] for run in pieces for index, a, _ in run], np.int64)
+    lengths = np.asarray([b - a for run in pieces for _, a, b in run], np.int64)
+    width = kind.bit_width // 8
+    out = _native.pack_dataset_gather_chunks(starts, lengths, raws, width)
+    values = pa.Array.from_buffers(kind, len(out) // width, [None, pa.py_buffer(out)])
+    copied, at = [], 0
+    for first, end in runs:
+        count = int(offsets[end] - offsets[first])
+        copied.append(values.slice(at, count))
+        at += count
+    return copied
 
 
 def build_lists(list_array: Any, offset_type: Any, offsets: np.ndarray, values: Any) -> Any:
