@@ -123,7 +123,10 @@ def pack_dataset(
     if isinstance(dataset, datasets.Dataset):
         format = dataset_format(dataset, strategy)
         packed = pack_map_style(dataset, seq_length, strategy, map_kwargs, whole_dataset)
-        return packed.with_format(**format)
+        if packed is dataset:  # an empty dataset, "wrapped": handed back, not to be changed
+            return packed.with_format(**format)
+        packed.set_format(**format)  # a dataset of its own: no deep copy as with_format makes
+        return packed
     raise TypeError(
         f"pack_dataset needs a datasets.Dataset, DatasetDict, IterableDataset or "
         f"IterableDatasetDict, not {type(dataset).__name__}"
@@ -196,7 +199,10 @@ def pack_map_style(
     rows = len(dataset)
     if rows == 0 and strategy == "wrapped":
         return dataset  # `map` hands an empty dataset back as it is
-    table = dataset.with_format("arrow")[:]
+    if getattr(dataset, "_indices", False) is None:  # no indices mapping: the table as it is
+        table = dataset.data.table
+    else:
+        table = dataset.with_format("arrow")[:]
     bounds = np.asarray([0, rows], np.int64) if whole_dataset else None
     if bounds is None:
         bounds = batch_bounds(rows, batch_size, num_proc)
@@ -271,8 +277,9 @@ def pack_table(
         offsets = _native.pack_dataset_wrapped(lengths, bounds, seq_length)
         value_starts = np.zeros(len(lengths) + 1, np.int64)
         np.cumsum(lengths, out=value_starts[1:])
+        layouts: dict[bytes, tuple[Any, ...]] = {}
         packed = [
-            wrapped_lists(list_array, offset_type, offsets, value_starts, column)
+            wrapped_lists(list_array, offset_type, offsets, value_starts, column, layouts)
             for column in columns
         ]
         return pa.Table.from_arrays(packed, names=names)
@@ -386,58 +393,98 @@ def gather(column: Any, starts: np.ndarray, lengths: np.ndarray, indices: list[A
 
 
 def wrapped_lists(
-    list_array: Any, offset_type: Any, offsets: np.ndarray, value_starts: np.ndarray, column: Any
+    list_array: Any,
+    offset_type: Any,
+    offsets: np.ndarray,
+    value_starts: np.ndarray,
+    column: Any,
+    layouts: dict[bytes, tuple[Any, ...]],
 ) -> Any:
     """A list column cut at `offsets` (into its flattened values; `value_starts`: each row's
     first value there, and the total), reading the values where they lie: "wrapped" never
     reorders values, so each packed row is a contiguous range of them, and a run of rows inside
     one input chunk becomes a list array over a slice of that chunk's values (no copy). Only
-    rows that straddle chunks have their values copied. One output chunk per run."""
+    rows that straddle chunks have their values copied. One output chunk per run. `layouts`
+    keeps the runs worked out for a chunking, for the next column chunked alike."""
     import pyarrow as pa
 
     chunks = column.chunks
-    rows = len(offsets) - 1
-    if rows == 0 or len(chunks) < 2:
+    if len(offsets) == 1 or len(chunks) < 2:
         values = chunks[0].flatten() if chunks else pa.array([], type=column.type.value_type)
         return build_lists(list_array, offset_type, offsets, values)
     chunk_rows = np.zeros(len(chunks) + 1, np.int64)
     np.cumsum([len(chunk) for chunk in chunks], out=chunk_rows[1:])
-    chunk_starts = value_starts[chunk_rows]  # each chunk's first value in the flattened values
+    layout = layouts.get(chunk_rows.tobytes())
+    if layout is None:
+        layout = layouts[chunk_rows.tobytes()] = wrapped_runs(
+            offsets, value_starts[chunk_rows], offset_type == pa.int32()
+        )
+    chunk_starts, runs, all_offsets = layout
+    kind = (pa.list_ if offset_type == pa.int32() else pa.large_list)(column.type.value_type)
+    straddling = [(first, end) for source, first, end, *_ in runs if source < 0]
+    copied = iter(straddling_values(column, chunk_starts, offsets, straddling))
+    views: dict[int, tuple[Any, int]] = {}
+    parts = []
+    for source, first, end, start, span, position in runs:
+        if source < 0:
+            values = next(copied)
+        else:
+            view = views.get(source)
+            if view is None:
+                view = views[source] = chunk_values(chunks[source])
+            values = view[0].slice(view[1] + start, span)
+        if all_offsets is None or span > INT32_MAX:  # too long for int32 offsets: cut further
+            rebased = offsets[first : end + 1] - offsets[first]
+            lists = build_lists(list_array, offset_type, rebased, values)
+            parts.extend(lists.chunks if isinstance(lists, pa.ChunkedArray) else [lists])
+        else:
+            # Built from the buffers, unvalidated: `from_arrays` checking every run took as long
+            # as the rest of the run's work (the tests validate the offsets).
+            parts.append(
+                pa.Array.from_buffers(
+                    kind, end - first, [None, all_offsets], offset=position, children=[values]
+                )
+            )
+    return pa.chunked_array(parts)
+
+
+def wrapped_runs(offsets: np.ndarray, chunk_starts: np.ndarray, narrow: bool) -> tuple[Any, ...]:
+    """The runs of packed rows (`offsets` into the flattened values) that lie in one chunk
+    (`chunk_starts`: each chunk's first value, and the total), as (chunk_starts, runs,
+    offsets): each run as (its chunk, or -1 for rows that straddle chunks; first row; end row;
+    first value within the chunk; values; its offsets' position in the third item), and every
+    run's offsets rebased to its first value, one after another, as one Arrow buffer (int32
+    where `narrow`; None where they do not fit)."""
+    import pyarrow as pa
+
+    rows = len(offsets) - 1
     # Each packed row's chunk (the one holding its first value; empty chunks skipped), or -1
     # where the row runs on into the next chunk. Runs of rows with one key: the output chunks.
     chunk = np.searchsorted(chunk_starts, offsets[:-1], side="right") - 1
     key = np.where(offsets[1:] <= chunk_starts[chunk + 1], chunk, -1)
     edges = np.concatenate(([0], np.flatnonzero(key[1:] != key[:-1]) + 1, [rows]))
-    # Every run's offsets (its rows' and its end), rebased to its first value, in one array.
-    counts = np.diff(edges) + 1
+    firsts, ends = edges[:-1], edges[1:]
+    sources = key[firsts]
+    starts = offsets[firsts]
+    counts = ends - firsts + 1
     run = np.repeat(np.arange(len(counts)), counts)
-    rebased = offsets[np.arange(int(counts.sum())) - run] - np.repeat(offsets[edges[:-1]], counts)
-    spans = offsets[edges[1:]] - offsets[edges[:-1]]
-    narrow = offset_type == pa.int32()
-    all_offsets = pa.array(rebased.astype(np.int32 if narrow else np.int64))
-    runs = list(zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True))
-    straddling = [(first, end) for first, end in runs if key[first] < 0]
-    copied = iter(straddling_values(column, chunk_starts, offsets, straddling))
-    views: dict[int, tuple[Any, int]] = {}
-    parts = []
-    at = 0
-    for index, (first, end) in enumerate(runs):
-        start, span = int(offsets[first]), int(spans[index])
-        if key[first] < 0:
-            values = next(copied)
-        else:
-            source = int(key[first])
-            if source not in views:
-                views[source] = chunk_values(chunks[source])
-            held, base = views[source]
-            values = held.slice(base + start - int(chunk_starts[source]), span)
-        if narrow and span > INT32_MAX:  # one run too long for int32 offsets: cut further
-            lists = build_lists(list_array, offset_type, offsets[first : end + 1] - start, values)
-            parts.extend(lists.chunks)
-        else:
-            parts.append(list_array.from_arrays(all_offsets.slice(at, end - first + 1), values))
-        at += end - first + 1
-    return pa.chunked_array(parts)
+    rebased = offsets[np.arange(int(counts.sum())) - run] - np.repeat(starts, counts)
+    spans = offsets[ends] - starts
+    all_offsets = None
+    if not narrow:
+        all_offsets = pa.py_buffer(rebased)
+    elif spans.max() <= INT32_MAX:
+        all_offsets = pa.py_buffer(rebased.astype(np.int32))
+    runs = zip(
+        sources.tolist(),
+        firsts.tolist(),
+        ends.tolist(),
+        (starts - chunk_starts[np.maximum(sources, 0)]).tolist(),
+        spans.tolist(),
+        (firsts + np.arange(len(firsts))).tolist(),
+        strict=True,
+    )
+    return chunk_starts, list(runs), all_offsets
 
 
 def chunk_values(chunk: Any) -> tuple[Any, int]:
