@@ -275,11 +275,9 @@ def pack_table(
 
     if strategy == "wrapped":
         offsets = _native.pack_dataset_wrapped(lengths, bounds, seq_length)
-        value_starts = np.zeros(len(lengths) + 1, np.int64)
-        np.cumsum(lengths, out=value_starts[1:])
         layouts: dict[bytes, tuple[Any, ...]] = {}
         packed = [
-            wrapped_lists(list_array, offset_type, offsets, value_starts, column, layouts)
+            wrapped_lists(list_array, offset_type, offsets, lengths, column, layouts)
             for column in columns
         ]
         return pa.Table.from_arrays(packed, names=names)
@@ -323,9 +321,9 @@ def row_lengths(names: list[str], columns: list[Any]) -> np.ndarray:
                 f"{columns[0].type}; TRL's pack_dataset needs one list kind for all columns "
                 f"(cast them alike)"
             )
-        these = pc.list_value_length(column).fill_null(0).to_numpy().astype(np.int64, copy=False)
+        these = pc.list_value_length(column).fill_null(0).to_numpy()
         if lengths is None:
-            lengths = these
+            lengths = these.astype(np.int64, copy=False)  # the others compared as they are
             continue
         wrong = np.flatnonzero(these != lengths)
         if wrong.size:
@@ -396,12 +394,12 @@ def wrapped_lists(
     list_array: Any,
     offset_type: Any,
     offsets: np.ndarray,
-    value_starts: np.ndarray,
+    lengths: np.ndarray,
     column: Any,
     layouts: dict[bytes, tuple[Any, ...]],
 ) -> Any:
-    """A list column cut at `offsets` (into its flattened values; `value_starts`: each row's
-    first value there, and the total), reading the values where they lie: "wrapped" never
+    """A list column cut at `offsets` (into its flattened values; `lengths`: each row's number
+    of values), reading the values where they lie: "wrapped" never
     reorders values, so each packed row is a contiguous range of them, and a run of rows inside
     one input chunk becomes a list array over a slice of that chunk's values (no copy). Only
     rows that straddle chunks have their values copied. One output chunk per run. `layouts`
@@ -417,7 +415,7 @@ def wrapped_lists(
     layout = layouts.get(chunk_rows.tobytes())
     if layout is None:
         layout = layouts[chunk_rows.tobytes()] = wrapped_runs(
-            offsets, value_starts[chunk_rows], offset_type == pa.int32()
+            offsets, chunk_value_starts(lengths, chunk_rows), offset_type == pa.int32()
         )
     chunk_starts, runs, all_offsets = layout
     kind = (pa.list_ if offset_type == pa.int32() else pa.large_list)(column.type.value_type)
@@ -446,6 +444,20 @@ def wrapped_lists(
                 )
             )
     return pa.chunked_array(parts)
+
+
+def chunk_value_starts(lengths: np.ndarray, chunk_rows: np.ndarray) -> np.ndarray:
+    """Each chunk's first value in the flattened values, and the total, from the rows' lengths
+    and the chunks' first rows (and the total): summed chunk by chunk, as a running sum over
+    every row would write as many fresh bytes as the rows' lengths."""
+    firsts = chunk_rows[:-1]
+    filled = firsts < chunk_rows[1:]  # reduceat needs increasing indices: empty chunks sum 0
+    counts = np.zeros(len(firsts), np.int64)
+    if filled.any():
+        counts[filled] = np.add.reduceat(lengths, firsts[filled])
+    starts = np.zeros(len(chunk_rows), np.int64)
+    np.cumsum(counts, out=starts[1:])
+    return starts
 
 
 def wrapped_runs(offsets: np.ndarray, chunk_starts: np.ndarray, narrow: bool) -> tuple[Any, ...]:
