@@ -302,6 +302,18 @@ def test_wrapped_copies_only_rows_straddling_chunks(large):
     assert in_place > 10 * copied
 
 
+def test_wrapped_output_saves_and_pickles_like_trls(tmp_path):
+    # The packed columns are slices of the input's buffers: written out, only their values go.
+    import pickle
+
+    dataset = wrapped_sources(tmp_path)["parquet"]
+    ours = pack_dataset(dataset, 256, "wrapped", {"batch_size": 128})
+    theirs = trl_pack(dataset, 256, "wrapped", {"batch_size": 128})
+    ours.save_to_disk(str(tmp_path / "packed"))
+    assert_same(datasets.load_from_disk(str(tmp_path / "packed")), theirs)
+    assert_same(pickle.loads(pickle.dumps(ours)), theirs)
+
+
 def test_wrapped_null_rows_hiding_values_across_chunks():
     # Null rows whose offsets still span values (Arrow allows it): those values are not part
     # of the row, so neither TRL's `flatten()` nor fastcollate packs them.
