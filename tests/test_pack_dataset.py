@@ -80,6 +80,7 @@ def trl_pack(dataset, seq_length, strategy, map_kwargs=None):
 
 
 def assert_same(ours, theirs):
+    ours.data.table.validate(full=True)  # offsets in bounds: some arrays are built unchecked
     assert ours.to_dict() == theirs.to_dict()
     assert ours.features == theirs.features
     assert ours.format == theirs.format
@@ -232,6 +233,102 @@ def test_num_proc_shards_like_map(strategy):
         pack_dataset(dataset, 300, strategy, map_kwargs),
         trl_pack(dataset, 300, strategy, map_kwargs),
     )
+
+
+def wrapped_sources(tmp_path):
+    """One dataset as each source hands it over: `from_dict` (one chunk), a batched `map`'s
+    output (300-row chunks), a Parquet file (250-row row groups, read into datasets' cache) and
+    `save_to_disk` / `load_from_disk` (memory-mapped, 1,000-row record batches)."""
+    base = lengths_dataset(2500, seed=4)
+    from_dict = datasets.Dataset.from_dict(base.to_dict())
+    mapped = from_dict.map(lambda batch: batch, batched=True, batch_size=300, writer_batch_size=300)
+    base.to_parquet(tmp_path / "rows.parquet", batch_size=250)
+    parquet = datasets.Dataset.from_parquet(
+        str(tmp_path / "rows.parquet"), cache_dir=str(tmp_path / "cache")
+    )
+    base.with_format(None).save_to_disk(str(tmp_path / "saved"))
+    saved = datasets.load_from_disk(str(tmp_path / "saved"))
+    return {"from_dict": from_dict, "map": mapped, "parquet": parquet, "saved": saved}
+
+
+@pytest.mark.parametrize("batch_size", [1000, 128, None])
+def test_wrapped_from_every_source_is_trls(tmp_path, batch_size):
+    # Map batches inside one chunk and map batches spanning chunks, packed rows straddling
+    # chunk boundaries: equal to TRL's for every source.
+    sources = wrapped_sources(tmp_path)
+    assert sources["from_dict"].data.table.column(0).num_chunks == 1
+    for name in ("map", "parquet", "saved"):
+        assert sources[name].data.table.column(0).num_chunks > 2, name
+    map_kwargs = {"batch_size": batch_size}
+    for dataset in sources.values():
+        ours = pack_dataset(dataset, 256, "wrapped", map_kwargs)
+        assert_same(ours, trl_pack(dataset, 256, "wrapped", map_kwargs))
+
+
+def values_in_place(packed_column, input_column):
+    """(values read in place, values copied) of a packed column: a chunk's values are in place
+    where they lie inside one of the input chunks' value buffers."""
+    ranges = []
+    for chunk in input_column.chunks:
+        buffer = chunk.values.buffers()[1]
+        ranges.append((buffer.address, buffer.address + buffer.size))
+    in_place = copied = 0
+    for chunk in packed_column.chunks:
+        values = chunk.values
+        width = values.type.bit_width // 8
+        start = values.buffers()[1].address + values.offset * width
+        end = start + len(values) * width
+        if any(low <= start and end <= high for low, high in ranges):
+            in_place += len(values)
+        else:
+            copied += len(values)
+    return in_place, copied
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_wrapped_copies_only_rows_straddling_chunks(large):
+    # 333-row chunks, 1,000-row map batches: every batch spans chunks, yet only the packed rows
+    # that run over a chunk boundary (at most one per boundary) have their values copied.
+    dataset = lengths_dataset(2500, seed=5, large=large)
+    chunked = datasets.Dataset(
+        pa.Table.from_batches(dataset.data.table.to_batches(max_chunksize=333))
+    )
+    ours = pack_dataset(chunked, 256, "wrapped")
+    assert_same(ours, trl_pack(dataset, 256, "wrapped"))
+    source = chunked.data.table.column("input_ids")
+    in_place, copied = values_in_place(ours.data.table.column("input_ids"), source)
+    assert in_place + copied == sum(len(row) for row in dataset["input_ids"])
+    assert 0 < copied <= (source.num_chunks - 1) * 256
+    assert in_place > 10 * copied
+
+
+def test_wrapped_output_saves_and_pickles_like_trls(tmp_path):
+    # The packed columns are slices of the input's buffers: written out, only their values go.
+    import pickle
+
+    dataset = wrapped_sources(tmp_path)["parquet"]
+    ours = pack_dataset(dataset, 256, "wrapped", {"batch_size": 128})
+    theirs = trl_pack(dataset, 256, "wrapped", {"batch_size": 128})
+    ours.save_to_disk(str(tmp_path / "packed"))
+    assert_same(datasets.load_from_disk(str(tmp_path / "packed")), theirs)
+    assert_same(pickle.loads(pickle.dumps(ours)), theirs)
+
+
+def test_wrapped_null_rows_hiding_values_across_chunks():
+    # Null rows whose offsets still span values (Arrow allows it): those values are not part
+    # of the row, so neither TRL's `flatten()` nor fastcollate packs them.
+    offsets = pa.array([0, 5, 12, 20, 26, 33, 40, 41], pa.int32())
+    mask = pa.array([False, True, False, False, True, False, False])
+    column = pa.ListArray.from_arrays(offsets, pa.array(range(41), pa.int64()), mask=mask)
+    table = pa.table({"input_ids": column})
+    chunked = pa.Table.from_batches(table.to_batches(max_chunksize=2))
+    for batch_size in (1000, 3):
+        for seq_length in (3, 4, 100):
+            map_kwargs = {"batch_size": batch_size}
+            ours = pack_dataset(datasets.Dataset(chunked), seq_length, "wrapped", map_kwargs)
+            theirs = trl_pack(datasets.Dataset(table), seq_length, "wrapped", map_kwargs)
+            assert_same(ours, theirs)
+            assert not any(value in {5, 6, 26} for row in ours["input_ids"] for value in row)
 
 
 def test_strings_and_nested_values_take_the_arrow_path():

@@ -305,13 +305,47 @@ pub fn fullest_first(lengths: &[i64], seq_length: i64, overflow: Overflow) -> Re
 /// TRL's `"wrapped"`: each batch's values, concatenated and cut every `seq_length` values (the
 /// last row of a batch may be shorter). Returns the output rows' offsets into the flattened
 /// values.
+///
+/// The rows' lengths are summed batch by batch as they are walked, not kept as a running sum
+/// per row: that would be fresh memory (8 bytes a row) on every call, for a few cuts a batch.
+/// A first walk checks the lengths and counts the output rows, so the offsets are allocated
+/// once, and an impossible count is an error, not an abort.
 pub fn wrapped(lengths: &[i64], bounds: &[i64], seq_length: i64) -> Result<Vec<i64>> {
     check_seq_length(seq_length)?;
     check_bounds(bounds, lengths.len())?;
-    let starts = row_starts(lengths)?;
-    let mut offsets = vec![0];
+    let mut total: i64 = 0;
+    let mut rows: usize = 1;
     for batch in bounds.windows(2) {
-        let (first, end) = (starts[batch[0] as usize], starts[batch[1] as usize]);
+        let first = total;
+        // check_bounds: 0 <= batch[0] <= batch[1] <= lengths.len().
+        let (start, end) = (batch[0] as usize, batch[1] as usize);
+        for (row, &length) in lengths.iter().enumerate().take(end).skip(start) {
+            if length < 0 {
+                return Err(PackDatasetError::NegativeLength { row, length });
+            }
+            total = total
+                .checked_add(length)
+                .ok_or(PackDatasetError::TooLarge { row })?;
+        }
+        let span = total - first; // both sums checked: no overflow
+        let cuts = span / seq_length + i64::from(span % seq_length != 0);
+        let cuts = usize::try_from(cuts).ok();
+        rows = cuts
+            .and_then(|cuts| rows.checked_add(cuts))
+            .ok_or(PackDatasetError::TooLarge { row: end })?;
+    }
+    let mut offsets = Vec::new();
+    let bytes = rows.saturating_mul(std::mem::size_of::<i64>());
+    if offsets.try_reserve_exact(rows).is_err() {
+        return Err(PackDatasetError::OutOfMemory { bytes });
+    }
+    offsets.push(0);
+    let mut end: i64 = 0;
+    for batch in bounds.windows(2) {
+        let first = end;
+        end += lengths[batch[0] as usize..batch[1] as usize]
+            .iter()
+            .sum::<i64>();
         let mut offset = first;
         while end - offset > seq_length {
             offset += seq_length;
@@ -543,6 +577,28 @@ mod tests {
         );
         assert_eq!(wrapped(&[2, 2], &[0, 2], 2).unwrap(), vec![0, 2, 4]);
         assert_eq!(wrapped(&[0, 0], &[0, 1, 2], 2).unwrap(), vec![0]);
+        // Empty batches between others, a batch cut exactly at seq_length.
+        assert_eq!(
+            wrapped(&[4, 0, 0, 3, 1], &[0, 1, 2, 3, 5], 2).unwrap(),
+            vec![0, 2, 4, 6, 8]
+        );
+    }
+
+    #[test]
+    fn wrapped_rejects_bad_lengths() {
+        assert!(matches!(
+            wrapped(&[1, -1], &[0, 2], 4),
+            Err(PackDatasetError::NegativeLength { row: 1, length: -1 })
+        ));
+        assert_eq!(
+            wrapped(&[i64::MAX, 1], &[0, 1, 2], 4),
+            Err(PackDatasetError::TooLarge { row: 1 })
+        );
+        // More output rows than memory holds: an error before anything is written.
+        assert!(matches!(
+            wrapped(&[i64::MAX], &[0, 1], 1),
+            Err(PackDatasetError::OutOfMemory { .. } | PackDatasetError::TooLarge { .. })
+        ));
     }
 
     #[test]

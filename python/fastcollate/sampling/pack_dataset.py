@@ -123,7 +123,10 @@ def pack_dataset(
     if isinstance(dataset, datasets.Dataset):
         format = dataset_format(dataset, strategy)
         packed = pack_map_style(dataset, seq_length, strategy, map_kwargs, whole_dataset)
-        return packed.with_format(**format)
+        if packed is dataset:  # an empty dataset, "wrapped": handed back, not to be changed
+            return packed.with_format(**format)
+        packed.set_format(**format)  # a dataset of its own: no deep copy as with_format makes
+        return packed
     raise TypeError(
         f"pack_dataset needs a datasets.Dataset, DatasetDict, IterableDataset or "
         f"IterableDatasetDict, not {type(dataset).__name__}"
@@ -196,7 +199,10 @@ def pack_map_style(
     rows = len(dataset)
     if rows == 0 and strategy == "wrapped":
         return dataset  # `map` hands an empty dataset back as it is
-    table = dataset.with_format("arrow")[:]
+    if getattr(dataset, "_indices", False) is None:  # no indices mapping: the table as it is
+        table = dataset.data.table
+    else:
+        table = dataset.with_format("arrow")[:]
     bounds = np.asarray([0, rows], np.int64) if whole_dataset else None
     if bounds is None:
         bounds = batch_bounds(rows, batch_size, num_proc)
@@ -269,8 +275,9 @@ def pack_table(
 
     if strategy == "wrapped":
         offsets = _native.pack_dataset_wrapped(lengths, bounds, seq_length)
+        layouts: dict[bytes, tuple[Any, ...]] = {}
         packed = [
-            build_lists(list_array, offset_type, offsets, concatenated(column))
+            wrapped_lists(list_array, offset_type, offsets, lengths, column, layouts)
             for column in columns
         ]
         return pa.Table.from_arrays(packed, names=names)
@@ -314,9 +321,9 @@ def row_lengths(names: list[str], columns: list[Any]) -> np.ndarray:
                 f"{columns[0].type}; TRL's pack_dataset needs one list kind for all columns "
                 f"(cast them alike)"
             )
-        these = pc.list_value_length(column).fill_null(0).to_numpy().astype(np.int64, copy=False)
+        these = pc.list_value_length(column).fill_null(0).to_numpy()
         if lengths is None:
-            lengths = these
+            lengths = these.astype(np.int64, copy=False)  # the others compared as they are
             continue
         wrong = np.flatnonzero(these != lengths)
         if wrong.size:
@@ -356,19 +363,6 @@ def fixed_width_bytes(values: Any) -> np.ndarray | None:
     return raw[values.offset * width : (values.offset + len(values)) * width]
 
 
-def concatenated(column: Any) -> Any:
-    """A list column's values, rows concatenated: a slice of one chunk; for several chunks of
-    fixed-width values without nulls, copied by the core into one buffer (several threads for a
-    large one), else `pa.concat_arrays`."""
-    chunks = [chunk.flatten() for chunk in column.chunks]
-    if len(chunks) < 2 or chunk_bytes(column.type.value_type, chunks) is None:
-        return flattened(column)
-    counts = np.fromiter((len(chunk) for chunk in chunks), np.int64, len(chunks))
-    starts = np.zeros(len(chunks), np.int64)
-    np.cumsum(counts[:-1], out=starts[1:])
-    return gather(column, starts, counts, [])
-
-
 def chunk_bytes(kind: Any, chunks: list[Any]) -> list[np.ndarray] | None:
     """Each chunk's bytes where the values are fixed-width (`kind`) without nulls, else None."""
     import pyarrow as pa
@@ -394,6 +388,174 @@ def gather(column: Any, starts: np.ndarray, lengths: np.ndarray, indices: list[A
     if not indices:
         indices.append(pa.array(_native.pack_dataset_gather(starts, lengths)))
     return flattened(column).take(indices[0])
+
+
+def wrapped_lists(
+    list_array: Any,
+    offset_type: Any,
+    offsets: np.ndarray,
+    lengths: np.ndarray,
+    column: Any,
+    layouts: dict[bytes, tuple[Any, ...]],
+) -> Any:
+    """A list column cut at `offsets` (into its flattened values; `lengths`: each row's number
+    of values), reading the values where they lie: "wrapped" never
+    reorders values, so each packed row is a contiguous range of them, and a run of rows inside
+    one input chunk becomes a list array over a slice of that chunk's values (no copy). Only
+    rows that straddle chunks have their values copied. One output chunk per run. `layouts`
+    keeps the runs worked out for a chunking, for the next column chunked alike."""
+    import pyarrow as pa
+
+    chunks = column.chunks
+    if len(offsets) == 1 or len(chunks) < 2:
+        values = chunks[0].flatten() if chunks else pa.array([], type=column.type.value_type)
+        return build_lists(list_array, offset_type, offsets, values)
+    chunk_rows = np.zeros(len(chunks) + 1, np.int64)
+    np.cumsum([len(chunk) for chunk in chunks], out=chunk_rows[1:])
+    layout = layouts.get(chunk_rows.tobytes())
+    if layout is None:
+        layout = layouts[chunk_rows.tobytes()] = wrapped_runs(
+            offsets, chunk_value_starts(lengths, chunk_rows), offset_type == pa.int32()
+        )
+    chunk_starts, runs, all_offsets = layout
+    kind = (pa.list_ if offset_type == pa.int32() else pa.large_list)(column.type.value_type)
+    straddling = [(first, end) for source, first, end, *_ in runs if source < 0]
+    copied = iter(straddling_values(column, chunk_starts, offsets, straddling))
+    views: dict[int, tuple[Any, int]] = {}
+    parts = []
+    for source, first, end, start, span, position in runs:
+        if source < 0:
+            values = next(copied)
+        else:
+            view = views.get(source)
+            if view is None:
+                view = views[source] = chunk_values(chunks[source])
+            values = view[0].slice(view[1] + start, span)
+        if all_offsets is None or span > INT32_MAX:  # too long for int32 offsets: cut further
+            rebased = offsets[first : end + 1] - offsets[first]
+            lists = build_lists(list_array, offset_type, rebased, values)
+            parts.extend(lists.chunks if isinstance(lists, pa.ChunkedArray) else [lists])
+        else:
+            # Built from the buffers, unvalidated: `from_arrays` checking every run took as long
+            # as the rest of the run's work (the tests validate the offsets).
+            parts.append(
+                pa.Array.from_buffers(
+                    kind, end - first, [None, all_offsets], offset=position, children=[values]
+                )
+            )
+    return pa.chunked_array(parts)
+
+
+def chunk_value_starts(lengths: np.ndarray, chunk_rows: np.ndarray) -> np.ndarray:
+    """Each chunk's first value in the flattened values, and the total, from the rows' lengths
+    and the chunks' first rows (and the total): summed chunk by chunk, as a running sum over
+    every row would write as many fresh bytes as the rows' lengths."""
+    firsts = chunk_rows[:-1]
+    filled = firsts < chunk_rows[1:]  # reduceat needs increasing indices: empty chunks sum 0
+    counts = np.zeros(len(firsts), np.int64)
+    if filled.any():
+        counts[filled] = np.add.reduceat(lengths, firsts[filled])
+    starts = np.zeros(len(chunk_rows), np.int64)
+    np.cumsum(counts, out=starts[1:])
+    return starts
+
+
+def wrapped_runs(offsets: np.ndarray, chunk_starts: np.ndarray, narrow: bool) -> tuple[Any, ...]:
+    """The runs of packed rows (`offsets` into the flattened values) that lie in one chunk
+    (`chunk_starts`: each chunk's first value, and the total), as (chunk_starts, runs,
+    offsets): each run as (its chunk, or -1 for rows that straddle chunks; first row; end row;
+    first value within the chunk; values; its offsets' position in the third item), and every
+    run's offsets rebased to its first value, one after another, as one Arrow buffer (int32
+    where `narrow`; None where they do not fit)."""
+    import pyarrow as pa
+
+    rows = len(offsets) - 1
+    # Each packed row's chunk (the one holding its first value; empty chunks skipped), or -1
+    # where the row runs on into the next chunk. Runs of rows with one key: the output chunks.
+    chunk = np.searchsorted(chunk_starts, offsets[:-1], side="right") - 1
+    key = np.where(offsets[1:] <= chunk_starts[chunk + 1], chunk, -1)
+    edges = np.concatenate(([0], np.flatnonzero(key[1:] != key[:-1]) + 1, [rows]))
+    firsts, ends = edges[:-1], edges[1:]
+    sources = key[firsts]
+    starts = offsets[firsts]
+    counts = ends - firsts + 1
+    run = np.repeat(np.arange(len(counts)), counts)
+    rebased = offsets[np.arange(int(counts.sum())) - run] - np.repeat(starts, counts)
+    spans = offsets[ends] - starts
+    all_offsets = None
+    if not narrow:
+        all_offsets = pa.py_buffer(rebased)
+    elif spans.max() <= INT32_MAX:
+        all_offsets = pa.py_buffer(rebased.astype(np.int32))
+    runs = zip(
+        sources.tolist(),
+        firsts.tolist(),
+        ends.tolist(),
+        (starts - chunk_starts[np.maximum(sources, 0)]).tolist(),
+        spans.tolist(),
+        (firsts + np.arange(len(firsts))).tolist(),
+        strict=True,
+    )
+    return chunk_starts, list(runs), all_offsets
+
+
+def chunk_values(chunk: Any) -> tuple[Any, int]:
+    """A list chunk's flattened values as (an array, the index of the first): its child array
+    in place where no row is null, else `flatten()` (null rows may hide values)."""
+    if chunk.null_count:
+        return chunk.flatten(), 0
+    return chunk.values, chunk.offsets[0].as_py()
+
+
+def straddling_values(
+    column: Any, chunk_starts: np.ndarray, offsets: np.ndarray, runs: list[tuple[int, int]]
+) -> list[Any]:
+    """The values of each run of packed rows that straddle chunks (`runs`: (first, end) rows),
+    copied out of the chunks they lie in (the column's chunks, starting at `chunk_starts` in the
+    flattened values): fixed-width values without nulls by the core in one call, others by
+    `pa.concat_arrays`."""
+    import pyarrow as pa
+
+    if not runs:
+        return []
+    pieces: list[list[tuple[int, int, int]]] = []  # per run: (chunk, start, stop)
+    for first, end in runs:
+        start, stop = int(offsets[first]), int(offsets[end])
+        first_chunk = int(np.searchsorted(chunk_starts, start, side="right")) - 1
+        last_chunk = int(np.searchsorted(chunk_starts, stop, side="left")) - 1
+        run = []
+        for index in range(first_chunk, last_chunk + 1):
+            low, high = int(chunk_starts[index]), int(chunk_starts[index + 1])
+            if high > low:
+                run.append((index, max(start, low), min(stop, high)))
+        pieces.append(run)
+    involved = sorted({index for run in pieces for index, _, _ in run})
+    flats = {index: column.chunks[index].flatten() for index in involved}
+    kind = column.type.value_type
+    raws = chunk_bytes(kind, [flats[index] for index in involved])
+    if raws is None:
+        return [
+            pa.concat_arrays(
+                [flats[index].slice(a - int(chunk_starts[index]), b - a) for index, a, b in run]
+            )
+            for run in pieces
+        ]
+    # The involved chunks, one after another, are the values the core reads from.
+    at, shifts = 0, {}
+    for index in involved:
+        shifts[index] = at - int(chunk_starts[index])
+        at += len(flats[index])
+    starts = np.asarray([a + shifts[index] for run in pieces for index, a, _ in run], np.int64)
+    lengths = np.asarray([b - a for run in pieces for _, a, b in run], np.int64)
+    width = kind.bit_width // 8
+    out = _native.pack_dataset_gather_chunks(starts, lengths, raws, width)
+    values = pa.Array.from_buffers(kind, len(out) // width, [None, pa.py_buffer(out)])
+    copied, at = [], 0
+    for first, end in runs:
+        count = int(offsets[end] - offsets[first])
+        copied.append(values.slice(at, count))
+        at += count
+    return copied
 
 
 def build_lists(list_array: Any, offset_type: Any, offsets: np.ndarray, values: Any) -> Any:
