@@ -321,7 +321,10 @@ def row_lengths(names: list[str], columns: list[Any]) -> np.ndarray:
                 f"{columns[0].type}; TRL's pack_dataset needs one list kind for all columns "
                 f"(cast them alike)"
             )
-        these = pc.list_value_length(column).fill_null(0).to_numpy()
+        these = pc.list_value_length(column)
+        if column.null_count:  # a null row's length is null
+            these = these.fill_null(0)
+        these = these.to_numpy()
         if lengths is None:
             lengths = these.astype(np.int64, copy=False)  # the others compared as they are
             continue
@@ -492,7 +495,10 @@ def wrapped_runs(offsets: np.ndarray, chunk_starts: np.ndarray, narrow: bool) ->
     rows = len(offsets) - 1
     # Each packed row's chunk (the one holding its first value; empty chunks skipped), or -1
     # where the row runs on into the next chunk. Runs of rows with one key: the output chunks.
-    chunk = np.searchsorted(chunk_starts, offsets[:-1], side="right") - 1
+    # (That is `searchsorted(chunk_starts, offsets[:-1], "right") - 1`, worked out from the
+    # other side: each chunk start's first row, counted up; a tenth of the time.)
+    firsts_at = np.searchsorted(offsets[:-1], chunk_starts, side="left")
+    chunk = np.cumsum(np.bincount(firsts_at, minlength=rows + 1)[:rows]) - 1
     key = np.where(offsets[1:] <= chunk_starts[chunk + 1], chunk, -1)
     edges = np.concatenate(([0], np.flatnonzero(key[1:] != key[:-1]) + 1, [rows]))
     firsts, ends = edges[:-1], edges[1:]
