@@ -10,6 +10,7 @@ returns: same rows in the same order, same `seq_lengths`, same features and form
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import operator
 from typing import Any
@@ -207,7 +208,7 @@ def pack_map_style(
     if bounds is None:
         bounds = batch_bounds(rows, batch_size, num_proc)
     packed = pack_table(table, seq_length, strategy, bounds, fullest_first=whole_dataset)
-    info = dataset.info.copy()
+    info = copy.copy(dataset.info)  # Dataset() copies it in full: the features set on our own
     info.features = output_features(packed.schema, dataset.features)
     source = getattr(dataset, "_fingerprint", None)
     key = repr((source, "fastcollate.pack_dataset", seq_length, strategy, bounds.tobytes()))
