@@ -274,7 +274,7 @@ def values_in_place(packed_column, input_column):
         ranges.append((buffer.address, buffer.address + buffer.size))
     in_place = copied = 0
     for chunk in packed_column.chunks:
-        values = chunk.values
+        values = chunk.flatten()  # the values its rows hold (its child may hold more)
         width = values.type.bit_width // 8
         start = values.buffers()[1].address + values.offset * width
         end = start + len(values) * width

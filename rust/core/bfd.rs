@@ -306,33 +306,39 @@ pub fn fullest_first(lengths: &[i64], seq_length: i64, overflow: Overflow) -> Re
 /// last row of a batch may be shorter). Returns the output rows' offsets into the flattened
 /// values.
 ///
-/// The rows' lengths are summed batch by batch as they are walked, not kept as a running sum
-/// per row: that would be fresh memory (8 bytes a row) on every call, for a few cuts a batch.
-/// A first walk checks the lengths and counts the output rows, so the offsets are allocated
-/// once, and an impossible count is an error, not an abort.
+/// The rows' lengths are summed batch by batch, not kept as a running sum per row: that would
+/// be fresh memory (8 bytes a row) on every call, for a few cuts a batch. A first walk checks
+/// the lengths, sums each batch and counts the output rows, so the offsets are allocated once,
+/// and an impossible count is an error, not an abort.
 pub fn wrapped(lengths: &[i64], bounds: &[i64], seq_length: i64) -> Result<Vec<i64>> {
     check_seq_length(seq_length)?;
     check_bounds(bounds, lengths.len())?;
+    let batches = bounds.len().saturating_sub(1);
+    let mut spans: Vec<i64> = Vec::new();
+    if spans.try_reserve_exact(batches).is_err() {
+        let bytes = batches.saturating_mul(std::mem::size_of::<i64>());
+        return Err(PackDatasetError::OutOfMemory { bytes });
+    }
     let mut total: i64 = 0;
     let mut rows: usize = 1;
     for batch in bounds.windows(2) {
-        let first = total;
         // check_bounds: 0 <= batch[0] <= batch[1] <= lengths.len().
         let (start, end) = (batch[0] as usize, batch[1] as usize);
-        for (row, &length) in lengths.iter().enumerate().take(end).skip(start) {
-            if length < 0 {
-                return Err(PackDatasetError::NegativeLength { row, length });
-            }
-            total = total
-                .checked_add(length)
-                .ok_or(PackDatasetError::TooLarge { row })?;
-        }
-        let span = total - first; // both sums checked: no overflow
+        let span = match batch_sum(&lengths[start..end]) {
+            Some(span) => total.checked_add(span).map(|_| span),
+            None => None,
+        };
+        let span = match span {
+            Some(span) => span,
+            None => checked_batch_sum(lengths, start, end, total)?,
+        };
+        total += span; // checked above
         let cuts = span / seq_length + i64::from(span % seq_length != 0);
         let cuts = usize::try_from(cuts).ok();
         rows = cuts
             .and_then(|cuts| rows.checked_add(cuts))
             .ok_or(PackDatasetError::TooLarge { row: end })?;
+        spans.push(span);
     }
     let mut offsets = Vec::new();
     let bytes = rows.saturating_mul(std::mem::size_of::<i64>());
@@ -341,11 +347,9 @@ pub fn wrapped(lengths: &[i64], bounds: &[i64], seq_length: i64) -> Result<Vec<i
     }
     offsets.push(0);
     let mut end: i64 = 0;
-    for batch in bounds.windows(2) {
+    for span in spans {
         let first = end;
-        end += lengths[batch[0] as usize..batch[1] as usize]
-            .iter()
-            .sum::<i64>();
+        end += span;
         let mut offset = first;
         while end - offset > seq_length {
             offset += seq_length;
@@ -356,6 +360,36 @@ pub fn wrapped(lengths: &[i64], bounds: &[i64], seq_length: i64) -> Result<Vec<i
         }
     }
     Ok(offsets)
+}
+
+/// A batch's lengths summed in one branch-free walk (the compiler vectorises it), where that
+/// cannot overflow: fewer than 2^31 lengths, each in `0..2^32`. None otherwise (a negative or
+/// huge length, for `checked_batch_sum` to name).
+fn batch_sum(lengths: &[i64]) -> Option<i64> {
+    if lengths.len() >= 1 << 31 {
+        return None;
+    }
+    let (mut bits, mut sum) = (0u64, 0i64);
+    for &length in lengths {
+        bits |= length as u64;
+        sum = sum.wrapping_add(length);
+    }
+    (bits >> 32 == 0).then_some(sum)
+}
+
+/// The lengths of rows `start..end` summed row by row onto `total`, naming the first negative
+/// length or the row where the running total overflows; returns the batch's sum.
+fn checked_batch_sum(lengths: &[i64], start: usize, end: usize, total: i64) -> Result<i64> {
+    let mut sum = total;
+    for (row, &length) in lengths.iter().enumerate().take(end).skip(start) {
+        if length < 0 {
+            return Err(PackDatasetError::NegativeLength { row, length });
+        }
+        sum = sum
+            .checked_add(length)
+            .ok_or(PackDatasetError::TooLarge { row })?;
+    }
+    Ok(sum - total)
 }
 
 /// The flattened-value indices of the pieces, in order (for an Arrow `take`).
@@ -577,6 +611,16 @@ mod tests {
         );
         assert_eq!(wrapped(&[2, 2], &[0, 2], 2).unwrap(), vec![0, 2, 4]);
         assert_eq!(wrapped(&[0, 0], &[0, 1, 2], 2).unwrap(), vec![0]);
+        // Lengths up to 2^32 - 1 take the fast sum; one at 2^32 the checked one: same cuts.
+        let big = (1_i64 << 32) - 1;
+        assert_eq!(
+            wrapped(&[big, 1], &[0, 2], big).unwrap(),
+            wrapped(&[1, big], &[0, 2], big).unwrap()
+        );
+        assert_eq!(
+            wrapped(&[big + 1], &[0, 1], 1 << 31).unwrap(),
+            vec![0, 1 << 31, 1 << 32]
+        );
         // Empty batches between others, a batch cut exactly at seq_length.
         assert_eq!(
             wrapped(&[4, 0, 0, 3, 1], &[0, 1, 2, 3, 5], 2).unwrap(),
@@ -593,6 +637,15 @@ mod tests {
         assert_eq!(
             wrapped(&[i64::MAX, 1], &[0, 1, 2], 4),
             Err(PackDatasetError::TooLarge { row: 1 })
+        );
+        // The first bad row is named, in a batch the fast sum leaves to the checked one.
+        assert_eq!(
+            wrapped(&[1, 1 << 40, -3, 2], &[0, 4], 4),
+            Err(PackDatasetError::NegativeLength { row: 2, length: -3 })
+        );
+        assert_eq!(
+            wrapped(&[1 << 40, i64::MAX - (1 << 40)], &[0, 2], 1 << 62),
+            Ok(vec![0, 1 << 62, i64::MAX])
         );
         // More output rows than memory holds: an error before anything is written.
         assert!(matches!(
