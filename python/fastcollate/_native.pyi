@@ -27,6 +27,7 @@ __all__ = [
     "pack_stream_buffer",
     "pad_prompt_completion",
     "pad_sequences",
+    "pad_with_labels",
     "rebalance_epoch",
 ]
 __version__: str
@@ -126,7 +127,7 @@ def pad_prompt_completion(
     in_place_only: bool = False,  # None when the rows are not all exact lists/tuples of ints
     # (key, "float32" | "bool"): one more item each after the matrices, that column as a 1-d
     # array, or None where a row is not an exact dict holding an exact float / bool there
-    scalars: Sequence[tuple[str, str]] = (),
+    scalars: Sequence[tuple[str, str]] | None = None,
 ) -> list[Any] | None: ...  # (int64 matrices) tuples, then the scalar columns
 
 def pad_sequences(

@@ -267,7 +267,7 @@ fn scalar_column<'py>(
 /// matrices: every row's `key` as a 1-d array of that kind, or None where a row is not an
 /// exact dict holding an exact value of that kind (the caller then reads that column itself).
 #[pyfunction]
-#[pyo3(signature = (features, prompt_key, completion_keys, *, together, pad_id, multiple, max_length, keep_end, completion_mask = true, in_place_only = false, scalars = Vec::new()))]
+#[pyo3(signature = (features, prompt_key, completion_keys, *, together, pad_id, multiple, max_length, keep_end, completion_mask = true, in_place_only = false, scalars = None))]
 #[allow(clippy::too_many_arguments)]
 pub fn pad_prompt_completion<'py>(
     py: Python<'py>,
@@ -281,9 +281,10 @@ pub fn pad_prompt_completion<'py>(
     keep_end: bool,
     completion_mask: bool,
     in_place_only: bool,
-    scalars: Vec<(String, String)>,
+    scalars: Option<Vec<(String, String)>>,
 ) -> PyResult<Option<Vec<Bound<'py, PyAny>>>> {
     let scalars = scalars
+        .unwrap_or_default()
         .into_iter()
         .map(|(key, kind)| Ok((key, ScalarKind::named(&kind)?)))
         .collect::<PyResult<Vec<_>>>()?;
