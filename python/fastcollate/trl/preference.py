@@ -252,7 +252,7 @@ def _read_in_place(
         keep_end=keep_end,
         completion_mask=completion_mask,
         in_place_only=True,
-        scalars=scalars or [],
+        scalars=scalars,
     )
     if read is None:
         return None
