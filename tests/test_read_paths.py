@@ -73,7 +73,29 @@ def collators(bert_tokenizer):
     )
 
 
+# A pad group of at most this many tensors is read tensor by tensor in place, one of more
+# through one torch.cat (rust/py/tensors.rs, READ_IN_PLACE_UP_TO).
+TENSORS_READ_IN_PLACE = 16
+
+
+def both_tensor_read_paths(rows) -> list:
+    """`rows`, and, when they hold torch tensors, the same rows repeated past
+    `TENSORS_READ_IN_PLACE` rows: a small batch's tensors are read one by one, a larger
+    batch's through one torch.cat, and both must give transformers' result."""
+    holds_tensors = isinstance(rows, list) and any(
+        isinstance(value, torch.Tensor) for row in rows for value in row.values()
+    )
+    if not holds_tensors or len(rows) > TENSORS_READ_IN_PLACE:
+        return [rows]
+    return [rows, rows * (TENSORS_READ_IN_PLACE // len(rows) + 1)]
+
+
 def assert_same_as_transformers(collators, rows, return_tensors="pt"):
+    for batch in both_tensor_read_paths(rows):
+        _assert_same_as_transformers(collators, batch, return_tensors)
+
+
+def _assert_same_as_transformers(collators, rows, return_tensors):
     theirs, ours = collators
     theirs.return_tensors = ours.return_tensors = return_tensors
     try:
@@ -226,14 +248,52 @@ def test_strided_and_offset_tensor_rows(collators, dtype):
         assert_same_as_transformers(collators, rows)
 
 
-def test_negative_view_tensors_read_their_values(collators):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.int32], ids=str)
+def test_negative_view_tensors_read_their_values(collators, dtype):
     # A lazily negated view keeps the un-negated data in memory: reading the buffer in place
     # would give the wrong sign.
-    base = torch.arange(1, 7, dtype=torch.float32)
+    base = torch.arange(1, 7, dtype=dtype)
     rows = [{"input_ids": torch._neg_view(base)}, {"input_ids": torch._neg_view(base[:3])}]
     assert rows[0]["input_ids"].is_neg()
     assert_same_as_transformers(collators, rows)
     assert_same_as_transformers(collators, rows, "np")
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16], ids=str)
+@pytest.mark.parametrize("rows_before", [0, 1])
+def test_misaligned_tensor_rows(collators, dtype, rows_before):
+    # torch.frombuffer takes any byte offset: a tensor whose first value is not aligned for
+    # its dtype cannot be read in place as a slice of that dtype.
+    size = torch.empty(0, dtype=dtype).element_size()
+    memory = bytearray(range(1, 8 * size + 2))
+    odd = torch.frombuffer(memory, dtype=dtype, offset=1, count=5)
+    assert odd.data_ptr() % size
+    rows = [{"input_ids": torch.arange(3, dtype=dtype)} for _ in range(rows_before)]
+    rows += [{"input_ids": odd}, {"input_ids": torch.arange(2, dtype=dtype)}]
+    assert_same_as_transformers(collators, rows)
+    assert_same_as_transformers(collators, rows, "np")
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+@pytest.mark.parametrize("rows", [1, 2, 5, 6])
+def test_small_torch_format_batches_of_every_size_around_the_read_switch(
+    collators, bert_tokenizer, rows, side
+):
+    # Three keys a row: up to five rows are read tensor by tensor, six through one torch.cat.
+    batch = [
+        {
+            "input_ids": torch.arange(100, 103 + 2 * i),
+            "token_type_ids": torch.zeros(3 + 2 * i, dtype=torch.int64),
+            "attention_mask": torch.ones(3 + 2 * i, dtype=torch.int64),
+            "label": torch.tensor(i % 2),
+        }
+        for i in range(rows)
+    ]
+    bert_tokenizer.padding_side = side
+    try:
+        _assert_same_as_transformers(collators, batch, "pt")
+    finally:
+        bert_tokenizer.padding_side = "right"
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16], ids=str)
@@ -512,6 +572,11 @@ def _mixed_dtype_rows(draw) -> list[dict]:
 
 
 def assert_same_as_transformers_or_both_raise(collators, rows, return_tensors):
+    for batch in both_tensor_read_paths(rows):
+        _same_as_transformers_or_both_raise(collators, batch, return_tensors)
+
+
+def _same_as_transformers_or_both_raise(collators, rows, return_tensors):
     theirs, ours = collators
     theirs.return_tensors = return_tensors
     try:
@@ -530,7 +595,7 @@ def assert_same_as_transformers_or_both_raise(collators, rows, return_tensors):
         finally:
             ours.return_tensors = "pt"
     else:
-        assert_same_as_transformers(collators, rows, return_tensors)
+        _assert_same_as_transformers(collators, rows, return_tensors)
 
 
 @given(_mixed_dtype_rows(), st.sampled_from(["pt", "np"]))
@@ -801,3 +866,12 @@ def test_a_bool_or_int_subclass_in_a_mask_reads_as_transformers(collators, odd, 
     rows[row][key][1] = odd
     assert_same_as_transformers(collators, rows)
     assert_same_as_transformers(collators, rows, "np")
+
+
+@pytest.mark.parametrize("where", [0, 1])
+def test_tensor_rows_off_the_cpu(collators, where):
+    # A meta tensor has a shape but no values (as a device's tensor has no host memory): it is
+    # never read in place.
+    rows = [{"input_ids": torch.tensor([101, 5 + i, 102])} for i in range(2)]
+    rows[where]["input_ids"] = torch.empty(3, dtype=torch.int64, device="meta")
+    assert_same_as_transformers_or_both_raise(collators, rows, "pt")

@@ -18,7 +18,7 @@ use crate::core::pad::{self, Data, Layout, Output, PadGroup, Plan, Strategy};
 
 use super::ints;
 use super::read::{self, IntElement, IntValuesVisitor};
-use super::tensors::{self, ConcatenatedRows};
+use super::tensors::{self, ConcatenatedRows, TensorInts};
 
 /// One key's values across the batch, as they will be read.
 enum KeyRows<'py> {
@@ -26,6 +26,8 @@ enum KeyRows<'py> {
     Values(Vec<Bound<'py, PyAny>>),
     /// Every row a 1-d tensor of one dtype, laid end to end by one `torch.cat`.
     Concatenated(ConcatenatedRows<'py>),
+    /// Every row a 1-d integer tensor, read in place (a batch of a few rows).
+    Tensors(Vec<TensorInts<'py>>),
 }
 
 /// A member of a pad group as found in the rows: its values, lengths and pad value.
@@ -59,13 +61,30 @@ fn key_values<'py>(
         .collect()
 }
 
-/// The group members' values as they will be read: when every member holds tensors, all of
-/// them through one `torch.cat` (one call into torch instead of one per key), else each
-/// member's through its own; other values as they are. None when some member's tensors
-/// cannot be concatenated.
+/// The group members' values as they will be read: when every member holds tensors, and
+/// they are a few (`tensors::READ_IN_PLACE_UP_TO`) 1-d integer tensors, each read in place;
+/// else all of them through one `torch.cat` (one call into torch instead of one per key),
+/// else each member's through its own; other values as they are. None when some member's
+/// tensors cannot be concatenated.
 fn members_rows<'py>(members: Vec<Vec<Bound<'py, PyAny>>>) -> Option<Vec<KeyRows<'py>>> {
     let holds_tensors =
         |values: &Vec<Bound<'py, PyAny>>| values.first().is_some_and(tensors::is_torch_tensor);
+    let count: usize = members.iter().map(Vec::len).sum();
+    if count <= tensors::READ_IN_PLACE_UP_TO && members.iter().all(holds_tensors) {
+        let read: Option<Vec<KeyRows<'py>>> = members
+            .iter()
+            .map(|values| {
+                values
+                    .iter()
+                    .map(tensors::int_values)
+                    .collect::<Option<Vec<_>>>()
+                    .map(KeyRows::Tensors)
+            })
+            .collect();
+        if read.is_some() {
+            return read;
+        }
+    }
     if members.len() > 1 && members.iter().all(holds_tensors) {
         let keys: Vec<&[Bound<'py, PyAny>]> = members.iter().map(Vec::as_slice).collect();
         if let Some(concatenated) = tensors::concatenate_tensors(&keys) {
@@ -95,6 +114,7 @@ fn lengths_of(rows: &KeyRows<'_>) -> Option<Vec<usize>> {
     match rows {
         KeyRows::Values(values) => values.iter().map(value_length).collect(),
         KeyRows::Concatenated(concatenated) => Some(concatenated.lengths.clone()),
+        KeyRows::Tensors(tensors) => Some(tensors.iter().map(TensorInts::len).collect()),
     }
 }
 
@@ -170,6 +190,23 @@ fn fill_member(member: &Member<'_, '_>, target: usize, left: bool) -> Option<Vec
                     return false;
                 };
                 append_value(value, out, member.lengths[row])
+            },
+        )
+        .ok()
+        .flatten(),
+        KeyRows::Tensors(tensors) => pad::fill_in_place(
+            member.key,
+            &member.lengths,
+            target,
+            member.pad_value,
+            left,
+            |row, out| {
+                tensors.get(row).is_some_and(|tensor| {
+                    tensor.visit(AppendFirst {
+                        length: member.lengths[row],
+                        out,
+                    })
+                })
             },
         )
         .ok()
