@@ -9,6 +9,13 @@ in Python around the native work: settings, checks, the container where Python m
 Beside it, the same for a collator that never keeps a call plan (every call resolves its
 options through `pad`, as before the plan existed), timed in alternating rounds with it.
 
+A second table shows what torch itself costs any collator that returns these batches as torch
+tensors: one `torch.from_numpy` per output key (made and released; a tensor cannot be had for
+less from Python), and for rows of tensors, reading them: one `torch.cat` of the rows' padded
+keys and its `numpy()`, or the six attribute reads per tensor (CPU, rank, dtype, contiguity,
+negation bit, data pointer) that reading each in place takes; both with a `tolist()` per 0-d
+label tensor. They are a floor under the native call's time at small batches.
+
     python benches/bench_fixed_cost.py [--batch-sizes 1,8,32] [--formats lists,numpy,torch]
         [--repeat 30] [--number 300]
 
@@ -113,6 +120,38 @@ def measure(collators: list, batch: list, real, number: int, repeat: int) -> lis
     return [whole, *stubbed, alone]
 
 
+def torch_floor(batch: list, output_keys: int, number: int, repeat: int) -> tuple:
+    """(µs for `output_keys` `torch.from_numpy` calls, µs for one torch.cat + numpy() of the
+    rows' tensors or None, µs for reading each of them in place or None)."""
+    import torch
+
+    arrays = [np.zeros((len(batch), 8), dtype=np.int64) for _ in range(output_keys)]
+
+    def outputs():
+        for array in arrays:
+            torch.from_numpy(array)
+
+    made = best_of(outputs, number, repeat)
+    values = [v for row in batch for v in row.values() if isinstance(v, torch.Tensor)]
+    tensors = tuple(value for value in values if value.dim() == 1)
+    scalars = [value for value in values if value.dim() == 0]  # labels: one tolist() each
+    if not tensors:
+        return made, None, None
+
+    def concatenate():
+        torch.cat(tensors).numpy()
+        for t in scalars:
+            t.tolist()
+
+    def read_each():
+        for t in tensors:
+            t.is_cpu, t.ndim, t.dtype, t.is_contiguous(), t.is_neg(), t.data_ptr()
+        for t in scalars:
+            t.tolist()
+
+    return made, best_of(concatenate, number, repeat), best_of(read_each, number, repeat)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch-sizes", default="1,8,32", help="(default: %(default)s)")
@@ -151,6 +190,20 @@ def main(argv: list[str] | None = None) -> int:
                 f"**{stubbed - alone:.2f}** | {unplanned - alone:.2f} |",
                 flush=True,
             )
+    print()
+    print("torch's own cost per batch (a floor under the native call at small batches)")
+    print("| rows | batch | output tensors | from_numpy per output µs | torch.cat + numpy() µs "
+          "| read each tensor in place µs |")
+    print("|---|---|---|---|---|---|")
+    for fmt in args.formats.split(","):
+        formatted = workload.as_format(rows, fmt)
+        for batch_size in map(int, args.batch_sizes.split(",")):
+            batch = formatted[:batch_size]
+            keys = len(collators[0](batch))
+            made, concatenated, each = torch_floor(batch, keys, args.number, args.repeat)
+            shown = ["-" if v is None else f"{v:.2f}" for v in (concatenated, each)]
+            print(f"| {fmt} | {batch_size} | {keys} | {made:.2f} | {shown[0]} | {shown[1]} |",
+                  flush=True)
     return 0
 
 
