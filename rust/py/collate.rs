@@ -10,6 +10,7 @@ use pyo3::types::{PyDict, PyList, PyTuple, PyType};
 use crate::core::error::CollateError;
 use crate::core::pad::{self, Layout, Output, PadGroup, Plan};
 
+use super::dlpack;
 use super::gather::{gather, KeepRaw};
 use super::in_place;
 use super::pad::{build_plan, output_to_py, GroupArgs};
@@ -301,16 +302,20 @@ fn collate_with<'py>(
         .filter(|k| !keys.names.contains(k))
         .collect();
     let created = BatchKeys::named(py, created);
+    // `torch.from_numpy` of each output: its tensors made straight from the buffers.
+    let torch_tensors = to_tensor.is_some_and(dlpack::is_torch_from_numpy);
     let all_keys = keys.names.iter().zip(&keys.objects);
     for (name, object) in all_keys.chain(created.names.iter().zip(&created.objects)) {
         if let Some(values) = raw.remove(name) {
             result.set_item(object, PyList::new(py, values)?)?;
         } else if let Some(output) = outputs.remove(name) {
             let ragged = matches!(output.layout, Layout::Ragged { .. });
-            let value = output_to_py(py, output)?;
             match to_tensor {
-                Some(convert) if !ragged => result.set_item(object, convert.call1((value,))?)?,
-                _ => result.set_item(object, value)?,
+                Some(convert) if !ragged => result.set_item(
+                    object,
+                    dlpack::converted(py, output, convert, torch_tensors)?,
+                )?,
+                _ => result.set_item(object, output_to_py(py, output)?)?,
             }
         }
     }

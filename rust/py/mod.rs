@@ -7,6 +7,7 @@
 
 mod arrow;
 mod collate;
+mod dlpack;
 mod error;
 mod flatten;
 mod gather;

@@ -4,15 +4,13 @@
 //! gives None and the caller takes the general path, which checks the rows and names the bad
 //! one. Nothing here runs Python code before it gives up, so giving up changes nothing.
 
-use numpy::ndarray::Array2;
-use numpy::IntoPyArray;
-use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
-use crate::core::pad::{self, Strategy};
+use crate::core::pad::{self, Data, Layout, Output, Strategy};
 
+use super::dlpack;
 use super::ints;
 
 /// A list or tuple value's length and whether it is a list; None for any other value.
@@ -147,11 +145,17 @@ pub fn pad_with_labels<'py>(
     }
     keys.push(intern!(py, "attention_mask"));
     let batch = PyDict::new(py);
+    let direct = dlpack::is_torch_from_numpy(to_tensor);
     for (key, values) in keys.into_iter().zip(buffers) {
-        let matrix = Array2::from_shape_vec((lengths.len(), width), values)
-            .map_err(|e| PyValueError::new_err(e.to_string()))?
-            .into_pyarray(py);
-        batch.set_item(key, to_tensor.call1((matrix,))?)?;
+        let output = Output {
+            key: String::new(),
+            data: Data::I64(values),
+            layout: Layout::Matrix {
+                rows: lengths.len(),
+                columns: width,
+            },
+        };
+        batch.set_item(key, dlpack::converted(py, output, to_tensor, direct)?)?;
     }
     Ok(Some(batch))
 }
