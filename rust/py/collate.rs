@@ -44,7 +44,14 @@ fn pad_groups_in_place<'py>(
     only_keys: &Option<BatchKeys<'py>>,
 ) -> PyResult<Option<InPlace<'py>>> {
     // The rows as exact dicts, read in one pass.
-    let mut rows: Vec<Bound<'py, PyDict>> = Vec::new();
+    let size = if let Ok(list) = features.cast_exact::<PyList>() {
+        list.len()
+    } else if let Ok(tuple) = features.cast_exact::<PyTuple>() {
+        tuple.len()
+    } else {
+        return Ok(None);
+    };
+    let mut rows: Vec<Bound<'py, PyDict>> = Vec::with_capacity(size);
     let mut take = |row: Bound<'py, PyAny>| match row.cast_into_exact::<PyDict>() {
         Ok(row) => {
             rows.push(row);
@@ -52,12 +59,9 @@ fn pad_groups_in_place<'py>(
         }
         Err(_) => false,
     };
-    let all_dicts = if let Ok(list) = features.cast_exact::<PyList>() {
-        list.iter().all(&mut take)
-    } else if let Ok(tuple) = features.cast_exact::<PyTuple>() {
-        tuple.iter().all(&mut take)
-    } else {
-        false
+    let all_dicts = match features.cast_exact::<PyList>() {
+        Ok(list) => list.iter().all(&mut take),
+        Err(_) => features.cast_exact::<PyTuple>()?.iter().all(&mut take),
     };
     if !all_dicts {
         return Ok(None);
@@ -80,7 +84,7 @@ fn pad_groups_in_place<'py>(
             Err(_) => return Ok(None), // the general path raises it
         },
     };
-    let mut outputs = Vec::new();
+    let mut outputs = Vec::with_capacity(keys.names.len() + plan.groups.len());
     let mut rest_groups = Vec::new();
     for group in &plan.groups {
         match in_place::pad_group(&rows, &keys.names, &keys.objects, group, plan) {
@@ -238,7 +242,8 @@ fn collate_with<'py>(
     keep: Keep,
     to_tensor: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let mut padded_keys: Vec<&str> = Vec::new();
+    let members = plan.groups.iter().map(|g| g.followers.len() + 2).sum();
+    let mut padded_keys: Vec<&str> = Vec::with_capacity(members);
     for group in &plan.groups {
         padded_keys.push(&group.lead);
         padded_keys.extend(group.followers.iter().map(|f| f.key.as_str()));
