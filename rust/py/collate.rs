@@ -2,10 +2,13 @@
 //! the rest into columns for the core, and hands every output to numpy.
 
 use std::collections::HashMap;
+use std::ptr;
 
+use pyo3::exceptions::PyTypeError;
+use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple, PyType};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
 
 use crate::core::error::CollateError;
 use crate::core::pad::{self, Layout, Output, PadGroup, Plan};
@@ -41,20 +44,29 @@ fn pad_groups_in_place<'py>(
     padded_keys: &[&str],
     only_keys: &Option<BatchKeys<'py>>,
 ) -> PyResult<Option<InPlace<'py>>> {
-    let items: Vec<Bound<'py, PyAny>> = if let Ok(list) = features.cast_exact::<PyList>() {
-        list.iter().collect()
+    // The rows as exact dicts, read in one pass.
+    let size = if let Ok(list) = features.cast_exact::<PyList>() {
+        list.len()
     } else if let Ok(tuple) = features.cast_exact::<PyTuple>() {
-        tuple.iter().collect()
+        tuple.len()
     } else {
         return Ok(None);
     };
-    let Some(rows) = items
-        .into_iter()
-        .map(|row| row.cast_into_exact::<PyDict>().ok())
-        .collect::<Option<Vec<_>>>()
-    else {
-        return Ok(None);
+    let mut rows: Vec<Bound<'py, PyDict>> = Vec::with_capacity(size);
+    let mut take = |row: Bound<'py, PyAny>| match row.cast_into_exact::<PyDict>() {
+        Ok(row) => {
+            rows.push(row);
+            true
+        }
+        Err(_) => false,
     };
+    let all_dicts = match features.cast_exact::<PyList>() {
+        Ok(list) => list.iter().all(&mut take),
+        Err(_) => features.cast_exact::<PyTuple>()?.iter().all(&mut take),
+    };
+    if !all_dicts {
+        return Ok(None);
+    }
     let Some(first) = rows.first() else {
         return Ok(None);
     };
@@ -73,7 +85,7 @@ fn pad_groups_in_place<'py>(
             Err(_) => return Ok(None), // the general path raises it
         },
     };
-    let mut outputs = Vec::new();
+    let mut outputs = Vec::with_capacity(keys.names.len() + plan.groups.len());
     let mut rest_groups = Vec::new();
     for group in &plan.groups {
         match in_place::pad_group(&rows, &keys.names, &keys.objects, group, plan) {
@@ -180,8 +192,8 @@ pub fn collate_planned<'py>(
     plan: &Bound<'py, CollatePlan>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let plan = plan.get();
-    let to_tensor = plan.to_tensor.as_ref().map(|f| f.bind(py).clone());
-    let batch = collate_with(py, rows, &plan.plan, None, plan.keep, to_tensor.as_ref())?;
+    let to_tensor = plan.to_tensor.as_ref().map(|f| f.bind(py));
+    let batch = collate_with(py, rows, &plan.plan, None, plan.keep, to_tensor)?;
     let Some(class) = &plan.batch_encoding else {
         return Ok(batch.into_any());
     };
@@ -197,13 +209,29 @@ pub fn collate_planned<'py>(
             batch.set_item(intern!(py, "labels"), value)?;
         }
     }
+    // `class.__new__(class)` through the type's own slot, then the three attributes set in
+    // the order BatchEncoding's `__init__` sets them.
     let class = class.bind(py);
-    let encoding = class.call_method1(intern!(py, "__new__"), (class,))?;
-    let store = encoding.getattr(intern!(py, "__dict__"))?;
-    let store = store.cast::<PyDict>()?;
-    store.set_item(intern!(py, "data"), batch)?;
-    store.set_item(intern!(py, "_encodings"), py.None())?;
-    store.set_item(intern!(py, "_n_sequences"), py.None())?;
+    // SAFETY: `tp_new` is the class's constructor slot (a class always has one, inherited
+    // from `object` at least), called with the class and an empty argument tuple as
+    // `class.__new__(class)` calls it; a null result is an error set by it.
+    let encoding = unsafe {
+        let new: Option<ffi::newfunc> =
+            std::mem::transmute(ffi::PyType_GetSlot(class.as_type_ptr(), ffi::Py_tp_new));
+        let Some(new) = new else {
+            return Err(PyTypeError::new_err(
+                "the BatchEncoding class cannot be instantiated",
+            ));
+        };
+        let empty = PyTuple::empty(py);
+        Bound::from_owned_ptr_or_err(
+            py,
+            new(class.as_type_ptr(), empty.as_ptr(), ptr::null_mut()),
+        )?
+    };
+    encoding.setattr(intern!(py, "data"), batch)?;
+    encoding.setattr(intern!(py, "_encodings"), py.None())?;
+    encoding.setattr(intern!(py, "_n_sequences"), py.None())?;
     Ok(encoding)
 }
 
@@ -215,7 +243,8 @@ fn collate_with<'py>(
     keep: Keep,
     to_tensor: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let mut padded_keys: Vec<&str> = Vec::new();
+    let members = plan.groups.iter().map(|g| g.followers.len() + 2).sum();
+    let mut padded_keys: Vec<&str> = Vec::with_capacity(members);
     for group in &plan.groups {
         padded_keys.push(&group.lead);
         padded_keys.extend(group.followers.iter().map(|f| f.key.as_str()));
@@ -253,70 +282,86 @@ fn collate_with<'py>(
                         outputs.push(output);
                     }
                 }
-                let rest = keys.filtered(|key| !outputs.iter().any(|o| o.key == key));
-                let gathered = if rest.names.is_empty() {
+                let padded_here = |key: &str| outputs.iter().any(|o| o.key == key);
+                let gathered = if keys.names.iter().all(|key| padded_here(key)) {
                     Vec::new()
                 } else {
+                    let rest = keys.filtered(|key| !padded_here(key));
                     gather(features, &padded_keys, Some(rest), keep)?.1
                 };
-                let rest_plan = Plan {
+                // The plan for what is left to the core, the padded groups taken out.
+                let rest_plan = (!gathered.is_empty()).then(|| Plan {
                     groups: rest_groups,
-                    ..plan.clone()
-                };
-                (keys, outputs, Some(rest_plan), gathered)
+                    float_dtype: plan.float_dtype,
+                    allow_ragged: plan.allow_ragged,
+                    dtypes: plan.dtypes.clone(),
+                });
+                (keys, outputs, rest_plan, gathered)
             }
         };
+    // Few keys: looked up by scanning, not hashing. `raw` holds indices into `keys`.
     let mut numeric = Vec::new();
-    let mut raw = HashMap::new();
+    let mut raw: Vec<(usize, Vec<Bound<'py, PyAny>>)> = Vec::new();
     let gathered_keys = keys
         .names
         .iter()
-        .filter(|key| !in_place.iter().any(|o| &o.key == *key));
-    for (key, g) in gathered_keys.zip(gathered) {
+        .enumerate()
+        .filter(|(_, key)| !in_place.iter().any(|o| &o.key == *key));
+    for ((index, _), g) in gathered_keys.zip(gathered) {
         if g.is_raw {
-            raw.insert(key.clone(), g.raw);
+            raw.push((index, g.raw));
         } else {
             numeric.push(g.column);
         }
     }
-    if numeric.is_empty() && in_place.is_empty() && raw.values().next().is_none_or(|r| r.is_empty())
-    {
+    if numeric.is_empty() && in_place.is_empty() && raw.first().is_none_or(|(_, r)| r.is_empty()) {
         return Err(CollateError::EmptyBatch.into());
     }
-    let outputs = if numeric.is_empty() {
+    let mut outputs = if numeric.is_empty() {
         Vec::new()
     } else {
         let core_plan = rest_plan.as_ref().unwrap_or(plan);
         py.detach(|| pad::collate(numeric, core_plan))?
     };
-    let mut outputs: HashMap<String, Output> = outputs
-        .into_iter()
-        .chain(in_place)
-        .map(|o| (o.key.clone(), o))
-        .collect();
+    outputs.extend(in_place);
     let result = PyDict::new(py);
-    let created: Vec<String> = plan
-        .groups
-        .iter()
-        .filter_map(|g| g.attention_mask.clone())
-        .filter(|k| !keys.names.contains(k))
-        .collect();
-    let created = BatchKeys::named(py, created);
     // `torch.from_numpy` of each output: its tensors made straight from the buffers.
     let torch_tensors = to_tensor.is_some_and(dlpack::is_torch_from_numpy);
-    let all_keys = keys.names.iter().zip(&keys.objects);
-    for (name, object) in all_keys.chain(created.names.iter().zip(&created.objects)) {
-        if let Some(values) = raw.remove(name) {
+    let put = |object: &Bound<'py, PyString>, output: Output| -> PyResult<()> {
+        let ragged = matches!(output.layout, Layout::Ragged { .. });
+        match to_tensor {
+            Some(convert) if !ragged => result.set_item(
+                object,
+                dlpack::converted(py, output, convert, torch_tensors)?,
+            ),
+            _ => result.set_item(object, output_to_py(py, output)?),
+        }
+    };
+    // The last output under a key wins, as a later insert into a map would.
+    let take = |outputs: &mut Vec<Output>, name: &str| {
+        outputs
+            .iter()
+            .rposition(|o| o.key == name)
+            .map(|i| outputs.swap_remove(i))
+    };
+    for (index, (name, object)) in keys.names.iter().zip(&keys.objects).enumerate() {
+        if let Some(at) = raw.iter().position(|(i, _)| *i == index) {
+            let (_, values) = raw.swap_remove(at);
             result.set_item(object, PyList::new(py, values)?)?;
-        } else if let Some(output) = outputs.remove(name) {
-            let ragged = matches!(output.layout, Layout::Ragged { .. });
-            match to_tensor {
-                Some(convert) if !ragged => result.set_item(
-                    object,
-                    dlpack::converted(py, output, convert, torch_tensors)?,
-                )?,
-                _ => result.set_item(object, output_to_py(py, output)?)?,
-            }
+        } else if let Some(output) = take(&mut outputs, name) {
+            put(object, output)?;
+        }
+    }
+    // Attention masks the rows did not hold, made by the padding.
+    for group in &plan.groups {
+        let Some(mask) = &group.attention_mask else {
+            continue;
+        };
+        if keys.names.contains(mask) {
+            continue;
+        }
+        if let Some(output) = take(&mut outputs, mask) {
+            put(&PyString::new(py, mask), output)?;
         }
     }
     Ok(result)

@@ -3,9 +3,13 @@
 
 use std::collections::HashMap;
 
-use numpy::ndarray::Array2;
-use numpy::{IntoPyArray, PyArray1};
+use std::ffi::{c_int, c_void, CStr};
+use std::ptr;
+
+use numpy::npyffi::{self, npy_intp, PY_ARRAY_API};
+use numpy::{Element, PyArrayDescrMethods};
 use pyo3::exceptions::PyValueError;
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
@@ -98,17 +102,115 @@ where
     Ok(PyList::new(py, rows)?.into_any())
 }
 
+/// The capsule's name, which its destructor checks.
+const BUFFER: &CStr = c"fastcollate.buffer";
+
+/// Frees the buffer of a `Vec<T>` a capsule made by `owned_array` holds: its pointer is the
+/// Vec's, its context the Vec's capacity. Called once, by Python, when the capsule dies.
+unsafe extern "C" fn free_buffer<T>(capsule: *mut ffi::PyObject) {
+    // SAFETY: only capsules made by `owned_array::<T>` have this destructor, named `BUFFER`,
+    // their pointer and capacity taken from a Vec<T> that was forgotten; rebuilding it here is
+    // the only place that buffer is freed. The length 0 drops no element (T is Copy).
+    unsafe {
+        let data = ffi::PyCapsule_GetPointer(capsule, BUFFER.as_ptr()).cast::<T>();
+        let capacity = ffi::PyCapsule_GetContext(capsule) as usize;
+        if !data.is_null() {
+            drop(Vec::from_raw_parts(data, 0, capacity));
+        } else {
+            ffi::PyErr_Clear();
+        }
+    }
+}
+
+/// A numpy array of `dims` (one or two) over `values`' buffer, without a copy: a capsule that
+/// frees the Vec when numpy lets go of it is the array's base. Strides and flags are those
+/// rust-numpy gives (C order; writeable; an empty matrix has zero strides, as ndarray's).
+fn owned_array<'py, T>(
+    py: Python<'py>,
+    mut values: Vec<T>,
+    dims: &[usize],
+) -> PyResult<Bound<'py, PyAny>>
+where
+    T: Element + Copy,
+{
+    let item = size_of::<T>() as npy_intp;
+    let mut shape: [npy_intp; 2] = [0; 2];
+    let mut strides: [npy_intp; 2] = [0; 2];
+    for (i, &d) in dims.iter().enumerate() {
+        shape[i] = npy_intp::try_from(d)
+            .map_err(|_| PyValueError::new_err("an output dimension is past numpy's limit"))?;
+    }
+    if dims.len() == 1 {
+        strides[0] = item;
+    } else if !dims.contains(&0) {
+        // At most the Vec's size in bytes, which fits an isize.
+        strides[0] = shape[1] * item;
+        strides[1] = item;
+    }
+    let data = values.as_mut_ptr();
+    let capacity = values.capacity();
+    // SAFETY: the capsule takes the buffer: from here it frees it (`free_buffer`) and nothing
+    // else does; if it cannot be made, the Vec is rebuilt and dropped here instead.
+    let capsule = unsafe {
+        std::mem::forget(values);
+        let capsule = ffi::PyCapsule_New(data.cast(), BUFFER.as_ptr(), Some(free_buffer::<T>));
+        if capsule.is_null() {
+            drop(Vec::from_raw_parts(data, 0, capacity));
+            return Err(PyErr::fetch(py));
+        }
+        // Owned from here: dropping it runs the destructor.
+        let capsule = Bound::from_owned_ptr(py, capsule);
+        if ffi::PyCapsule_SetContext(capsule.as_ptr(), capacity as *mut c_void) != 0 {
+            return Err(PyErr::fetch(py));
+        }
+        capsule
+    };
+    // SAFETY: the array borrows `data` (shape × strides within the Vec's length, checked by
+    // the callers) and holds the capsule as its base, which keeps the buffer alive as long as
+    // the array (and any view of it) lives. NewFromDescr steals the descriptor reference.
+    unsafe {
+        let array = PY_ARRAY_API.PyArray_NewFromDescr(
+            py,
+            npyffi::get_type_object(py, npyffi::NpyTypes::PyArray_Type),
+            T::get_dtype(py).into_dtype_ptr(),
+            dims.len() as c_int,
+            shape.as_mut_ptr(),
+            strides.as_mut_ptr(),
+            data.cast(),
+            npyffi::NPY_ARRAY_WRITEABLE,
+            ptr::null_mut(),
+        );
+        if array.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        let array = Bound::from_owned_ptr(py, array);
+        // SetBaseObject steals the capsule's reference, also when it fails.
+        if PY_ARRAY_API.PyArray_SetBaseObject(py, array.as_ptr().cast(), capsule.into_ptr()) != 0 {
+            return Err(PyErr::fetch(py));
+        }
+        Ok(array)
+    }
+}
+
 fn array<'py, T>(py: Python<'py>, values: Vec<T>, layout: &Layout) -> PyResult<Bound<'py, PyAny>>
 where
-    T: numpy::Element + Copy + for<'a> IntoPyObject<'a>,
+    T: Element + Copy + for<'a> IntoPyObject<'a>,
 {
-    // Both arms move the Vec into numpy: the array owns the Rust buffer, nothing is copied.
+    // The array owns the Rust buffer: nothing is copied.
     match layout {
-        Layout::Scalar { .. } => Ok(PyArray1::from_vec(py, values).into_any()),
-        Layout::Matrix { rows, columns } => Ok(Array2::from_shape_vec((*rows, *columns), values)
-            .map_err(|e| PyValueError::new_err(e.to_string()))?
-            .into_pyarray(py)
-            .into_any()),
+        Layout::Scalar { .. } => {
+            let rows = values.len();
+            owned_array(py, values, &[rows])
+        }
+        Layout::Matrix { rows, columns } => {
+            if rows.checked_mul(*columns) != Some(values.len()) {
+                return Err(PyValueError::new_err(format!(
+                    "an output of {} values cannot be shaped {rows} x {columns}",
+                    values.len()
+                )));
+            }
+            owned_array(py, values, &[*rows, *columns])
+        }
         Layout::Ragged { offsets } => ragged_list(py, &values, offsets),
     }
 }

@@ -33,16 +33,23 @@ impl<'py> BatchKeys<'py> {
 
     /// The keys of `row` (a mapping), in its order.
     pub fn of_row(row: &Bound<'py, PyAny>) -> PyResult<Self> {
-        let keys = match row.cast_exact::<PyDict>() {
-            Ok(dict) => dict.keys().into_any(),
-            Err(_) => row.call_method0("keys")?,
-        };
-        let mut names = Vec::new();
-        let mut objects = Vec::new();
-        for key in keys.try_iter()? {
-            let key = key?;
+        let size = row.cast_exact::<PyDict>().map_or(0, |dict| dict.len());
+        let mut names = Vec::with_capacity(size);
+        let mut objects = Vec::with_capacity(size);
+        let mut add = |key: Bound<'py, PyAny>| -> PyResult<()> {
             names.push(key_string(&key)?);
             objects.push(key.cast_into::<PyString>()?);
+            Ok(())
+        };
+        if let Ok(dict) = row.cast_exact::<PyDict>() {
+            // Walked in place: no list of the keys is made.
+            for (key, _) in dict.iter() {
+                add(key)?;
+            }
+        } else {
+            for key in row.call_method0("keys")?.try_iter()? {
+                add(key?)?;
+            }
         }
         Ok(BatchKeys { names, objects })
     }
