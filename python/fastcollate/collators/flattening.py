@@ -128,9 +128,10 @@ def _flatten_arrow(
 ) -> dict | None:
     """What `_native.flatten_batch` gives for the batch's rows, read from Arrow: the sequences
     are padded (right, int64) in one native call and packed from there with numpy. None where
-    the row path might not give the same: an error (its message is the row path's to give),
-    float values (truncated there), empty sequences, labels whose lengths differ from the
-    inputs', sizes that overflow, or options that are not plain ints."""
+    the row path might not give the same: an error (its message is the row path's to give, as
+    for a batch of empty sequences alone), float values (truncated there), labels whose lengths
+    differ from the inputs', sizes that overflow, or options that are not plain ints. Rows with
+    empty input_ids are left out, as the row path leaves them out."""
     import pyarrow as pa
 
     if not (_is_int64(separator_id) and _is_int64(position_ids_start)):
@@ -155,13 +156,22 @@ def _flatten_arrow(
         return None
     mask = native[_IDS_MASK].astype(bool)
     lengths = mask.sum(axis=1)
-    if lengths.size == 0 or not lengths.all():
+    # Rows with empty input_ids are left out, labels and all, as on the row path; a batch of
+    # nothing else is the row path's error to give.
+    kept = lengths > 0
+    if not kept.any():
         return None
+    ids = native["input_ids"]
     label_mask = None
     if labels:
         label_mask = native[_LABELS_MASK].astype(bool)
-        if not np.array_equal(label_mask.sum(axis=1), lengths):
-            return None
+    if not kept.all():
+        mask, lengths, ids = mask[kept], lengths[kept], ids[kept]
+        if labels:
+            label_mask = label_mask[kept]
+            native["labels"] = native["labels"][kept]
+    if labels and not np.array_equal(label_mask.sum(axis=1), lengths):
+        return None
     total = int(lengths.sum())
     max_length = int(lengths.max())
     if (cu_seq_lens and total > _INT32_MAX) or (
@@ -171,7 +181,7 @@ def _flatten_arrow(
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     starts = offsets[:-1]
-    input_ids = native["input_ids"][mask]
+    input_ids = ids[mask]
     label_values = native["labels"][label_mask] if labels else input_ids.copy()
     label_values[starts] = separator_id
     packed: dict[str, Any] = {
