@@ -8,6 +8,9 @@ and another from 3.12 on."""
 from __future__ import annotations
 
 import enum
+import os
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -73,15 +76,17 @@ def collators(bert_tokenizer):
     )
 
 
-# A pad group of at most this many tensors is read tensor by tensor in place, one of more
-# through one torch.cat (rust/py/tensors.rs, READ_IN_PLACE_UP_TO).
+# Where torch has no DLPack exchange table (or FASTCOLLATE_DLPACK_EXCHANGE=0 turns it off, as
+# test_routes_without_torchs_exchange_table does), a pad group of at most this many tensors is
+# read tensor by tensor in place, one of more through one torch.cat (rust/py/tensors.rs,
+# READ_IN_PLACE_UP_TO); with the table, every batch is read in place.
 TENSORS_READ_IN_PLACE = 16
 
 
 def both_tensor_read_paths(rows) -> list:
     """`rows`, and, when they hold torch tensors, the same rows repeated past
-    `TENSORS_READ_IN_PLACE` rows: a small batch's tensors are read one by one, a larger
-    batch's through one torch.cat, and both must give transformers' result."""
+    `TENSORS_READ_IN_PLACE` rows (read through one torch.cat without the exchange table, in
+    place with it): both must give transformers' result."""
     holds_tensors = isinstance(rows, list) and any(
         isinstance(value, torch.Tensor) for row in rows for value in row.values()
     )
@@ -875,3 +880,22 @@ def test_tensor_rows_off_the_cpu(collators, where):
     rows = [{"input_ids": torch.tensor([101, 5 + i, 102])} for i in range(2)]
     rows[where]["input_ids"] = torch.empty(3, dtype=torch.int64, device="meta")
     assert_same_as_transformers_or_both_raise(collators, rows, "pt")
+
+
+@pytest.mark.skipif(
+    os.environ.get("FASTCOLLATE_DLPACK_EXCHANGE") == "0", reason="this is the run it starts"
+)
+def test_routes_without_torchs_exchange_table():
+    # torch 2.10 and later publish a DLPack exchange table, through which tensors are read and
+    # made in one C call each; an older torch gets the routes below it (attribute calls and
+    # torch.cat to read, numpy arrays and torch.from_numpy to make). They are run here by
+    # turning the table off: this file's and the zero-copy tests, all against transformers.
+    here = os.path.dirname(os.path.abspath(__file__))
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+         os.path.join(here, "test_read_paths.py"), os.path.join(here, "test_zero_copy.py")],
+        env={**os.environ, "FASTCOLLATE_DLPACK_EXCHANGE": "0"},
+        capture_output=True, text=True, timeout=900,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert " passed" in result.stdout

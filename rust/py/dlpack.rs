@@ -73,8 +73,9 @@ struct DataType {
     lanes: u16,
 }
 
-/// `kDLInt`, `kDLFloat` and `kDLBool`.
+/// `kDLInt`, `kDLUInt`, `kDLFloat` and `kDLBool`.
 const INT: u8 = 0;
+const UINT: u8 = 1;
 const FLOAT: u8 = 2;
 const BOOL: u8 = 6;
 
@@ -105,34 +106,56 @@ struct ApiHeader {
 }
 
 type ToPyObject = unsafe extern "C" fn(*mut ManagedTensor, *mut *mut c_void) -> c_int;
+type ViewOfPyObject = unsafe extern "C" fn(*mut c_void, *mut Tensor) -> c_int;
 
-/// `DLPackExchangeAPI`: only the function this file calls is typed.
+/// `DLPackExchangeAPI`: only the functions this file calls are typed.
 #[repr(C)]
 struct ExchangeApi {
     header: ApiHeader,
     managed_tensor_allocator: *const c_void,
     managed_tensor_from_py_object_no_sync: *const c_void,
     managed_tensor_to_py_object_no_sync: Option<ToPyObject>,
-    dltensor_from_py_object_no_sync: *const c_void,
+    dltensor_from_py_object_no_sync: Option<ViewOfPyObject>,
     current_work_stream: *const c_void,
 }
 
 const API_CAPSULE: &CStr = c"dlpack_exchange_api";
 
-/// torch's `managed_tensor_to_py_object_no_sync`, found once (None: this torch has no table
-/// of a version this file knows, or torch is not imported).
-static TO_PY_OBJECT: PyOnceLock<Option<usize>> = PyOnceLock::new();
+/// The two functions of torch's table this file calls, as addresses.
+#[derive(Clone, Copy)]
+struct Functions {
+    to_py_object: Option<usize>,
+    view_of_py_object: Option<usize>,
+}
 
-/// torch's function that makes a tensor from a `ManagedTensor`, or None.
-fn to_py_object(py: Python<'_>) -> Option<ToPyObject> {
-    let address = *TO_PY_OBJECT.get_or_init(py, || {
-        let tensor_type = torch_tensor_type(py)?;
+/// torch's table, read once torch is imported (both None: this torch has no table of a
+/// version this file knows).
+static FUNCTIONS: PyOnceLock<Functions> = PyOnceLock::new();
+
+fn functions(py: Python<'_>) -> Option<Functions> {
+    if let Some(functions) = FUNCTIONS.get(py) {
+        return Some(*functions);
+    }
+    // Not cached before torch is imported: the table is looked up on torch.Tensor.
+    let tensor_type = torch_tensor_type(py)?;
+    let none = Functions {
+        to_py_object: None,
+        view_of_py_object: None,
+    };
+    // `FASTCOLLATE_DLPACK_EXCHANGE=0` turns the table off (the routes torch without it takes:
+    // numpy arrays and `torch.from_numpy`, tensors asked one attribute at a time), for tests
+    // of those routes and for comparing them.
+    let turned_off = std::env::var_os("FASTCOLLATE_DLPACK_EXCHANGE").is_some_and(|v| v == "0");
+    let found = (|| {
+        if turned_off {
+            return None;
+        }
         let capsule = tensor_type
             .getattr(intern!(py, "__dlpack_c_exchange_api__"))
             .ok()?;
         // SAFETY: a capsule's pointer is read only when the object is a capsule of the
         // exchange table's name; the table lives as long as the process (the DLPack
-        // protocol's rule for it), so the address can be kept.
+        // protocol's rule for it), so its function addresses can be kept.
         unsafe {
             if ffi::PyCapsule_CheckExact(capsule.as_ptr()) == 0 {
                 return None;
@@ -146,13 +169,156 @@ fn to_py_object(py: Python<'_>) -> Option<ToPyObject> {
             if (*api).header.version.major != DLPACK_MAJOR {
                 return None;
             }
-            (*api)
-                .managed_tensor_to_py_object_no_sync
-                .map(|f| f as usize)
+            Some(Functions {
+                to_py_object: (*api)
+                    .managed_tensor_to_py_object_no_sync
+                    .map(|f| f as usize),
+                view_of_py_object: (*api).dltensor_from_py_object_no_sync.map(|f| f as usize),
+            })
         }
-    });
-    // SAFETY: the address is the table's function pointer, of this type (stored just above).
-    address.map(|address| unsafe { std::mem::transmute::<usize, ToPyObject>(address) })
+    })()
+    .unwrap_or(none);
+    Some(*FUNCTIONS.get_or_init(py, || found))
+}
+
+/// torch's function that makes a tensor from a `ManagedTensor`, or None.
+fn to_py_object(py: Python<'_>) -> Option<ToPyObject> {
+    let address = functions(py)?.to_py_object?;
+    // SAFETY: the address is the table's function pointer of this type (`functions`).
+    Some(unsafe { std::mem::transmute::<usize, ToPyObject>(address) })
+}
+
+/// Whether torch's table describes tensors here (`int_view` does not return `Err`): reading
+/// each tensor in place then costs less than one `torch.cat` of a batch's tensors.
+pub fn describes_tensors(py: Python<'_>) -> bool {
+    functions(py).is_some_and(|f| f.view_of_py_object.is_some())
+}
+
+/// The element types a tensor's integers are read as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IntType {
+    I8,
+    I16,
+    I32,
+    I64,
+    U8,
+    U16,
+    U32,
+    U64,
+}
+
+impl IntType {
+    /// The element's size in bytes (its alignment too).
+    pub fn size(self) -> usize {
+        match self {
+            IntType::I8 | IntType::U8 => 1,
+            IntType::I16 | IntType::U16 => 2,
+            IntType::I32 | IntType::U32 => 4,
+            IntType::I64 | IntType::U64 => 8,
+        }
+    }
+
+    fn of(dtype: &DataType) -> Option<IntType> {
+        if dtype.lanes != 1 {
+            return None;
+        }
+        Some(match (dtype.code, dtype.bits) {
+            (INT, 8) => IntType::I8,
+            (INT, 16) => IntType::I16,
+            (INT, 32) => IntType::I32,
+            (INT, 64) => IntType::I64,
+            (UINT, 8) => IntType::U8,
+            (UINT, 16) => IntType::U16,
+            (UINT, 32) => IntType::U32,
+            (UINT, 64) => IntType::U64,
+            _ => return None,
+        })
+    }
+}
+
+/// Where a CPU tensor's integers are: the first value's address, how many values there are
+/// (contiguous) and their type.
+pub struct IntView {
+    pub data: *const u8,
+    pub len: usize,
+    pub int_type: IntType,
+}
+
+/// The values of `tensor` (an exact `torch.Tensor`: the table's functions take no other type)
+/// as torch's table describes them, when they are `ndim`-dimensional (0 or 1), contiguous,
+/// integers and on the CPU. `Err(())`: torch has no table (the caller asks the tensor itself);
+/// `Ok(None)`: not such a tensor, or torch cannot describe it (meta, sparse, quantized, ...).
+/// A pending negation (`torch._neg_view`) is not in the description: the caller checks it.
+pub fn int_view(tensor: &Bound<'_, PyAny>, ndim: usize) -> Result<Option<IntView>, ()> {
+    let py = tensor.py();
+    let Some(address) = functions(py).and_then(|f| f.view_of_py_object) else {
+        return Err(());
+    };
+    // SAFETY: the address is the table's function pointer of this type (`functions`).
+    let view_of = unsafe { std::mem::transmute::<usize, ViewOfPyObject>(address) };
+    let mut view = Tensor {
+        data: ptr::null_mut(),
+        device: Device {
+            device_type: 0,
+            device_id: 0,
+        },
+        ndim: -1,
+        dtype: DataType {
+            code: 0,
+            bits: 0,
+            lanes: 0,
+        },
+        shape: ptr::null_mut(),
+        strides: ptr::null_mut(),
+        byte_offset: 0,
+    };
+    // SAFETY: the interpreter is attached (the function may set a Python error) and `tensor`
+    // is an exact torch.Tensor, the type the table was found on; `view` is written in place.
+    // Its shape and strides point into the tensor's own metadata, read before returning.
+    unsafe {
+        if view_of(tensor.as_ptr().cast(), &mut view) != 0 {
+            drop(PyErr::take(py));
+            return Ok(None);
+        }
+        if view.device.device_type != CPU || view.ndim != ndim as i32 {
+            return Ok(None);
+        }
+        let Some(int_type) = IntType::of(&view.dtype) else {
+            return Ok(None);
+        };
+        let len = if ndim == 0 {
+            1
+        } else {
+            let Ok(len) = usize::try_from(*view.shape) else {
+                return Ok(None);
+            };
+            // Contiguous: one element apart (a null strides pointer means compact).
+            if len > 1 && !view.strides.is_null() && *view.strides != 1 {
+                return Ok(None);
+            }
+            len
+        };
+        let Ok(offset) = usize::try_from(view.byte_offset) else {
+            return Ok(None);
+        };
+        let data = view.data.cast::<u8>().cast_const().wrapping_add(offset);
+        if len == 0 {
+            // No value is read: any aligned, non-null address will do.
+            return Ok(Some(IntView {
+                data: int_type.size() as *const u8,
+                len,
+                int_type,
+            }));
+        }
+        if view.data.is_null() || (data as usize) % int_type.size() != 0 {
+            return Ok(None);
+        }
+        Ok(Some(IntView {
+            data,
+            len,
+            int_type,
+        }))
+    }
 }
 
 /// A `ManagedTensor` with the shape, strides and buffer it points into, kept together on the

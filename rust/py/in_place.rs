@@ -16,6 +16,7 @@ use pyo3::types::{PyDict, PyInt, PyList, PyString, PyTuple};
 
 use crate::core::pad::{self, Data, Layout, Output, PadGroup, Plan, Strategy};
 
+use super::dlpack;
 use super::ints;
 use super::read::{self, IntElement, IntValuesVisitor};
 use super::tensors::{self, ConcatenatedRows, TensorInts};
@@ -61,8 +62,9 @@ fn key_values<'py>(
         .collect()
 }
 
-/// The group members' values as they will be read: when every member holds tensors, and
-/// they are a few (`tensors::READ_IN_PLACE_UP_TO`) 1-d integer tensors, each read in place;
+/// The group members' values as they will be read: when every member holds 1-d integer
+/// tensors, each read in place (where torch has the DLPack exchange table, or they are a few:
+/// `tensors::READ_IN_PLACE_UP_TO`);
 /// else all of them through one `torch.cat` (one call into torch instead of one per key),
 /// else each member's through its own; other values as they are. None when some member's
 /// tensors cannot be concatenated.
@@ -70,13 +72,19 @@ fn members_rows<'py>(members: Vec<Vec<Bound<'py, PyAny>>>) -> Option<Vec<KeyRows
     let holds_tensors =
         |values: &Vec<Bound<'py, PyAny>>| values.first().is_some_and(tensors::is_torch_tensor);
     let count: usize = members.iter().map(Vec::len).sum();
-    if count <= tensors::READ_IN_PLACE_UP_TO && members.iter().all(holds_tensors) {
+    let in_place = |py| count <= tensors::READ_IN_PLACE_UP_TO || dlpack::describes_tensors(py);
+    if members.iter().all(holds_tensors)
+        && members
+            .first()
+            .and_then(|values| values.first())
+            .is_some_and(|value| in_place(value.py()))
+    {
         let read: Option<Vec<KeyRows<'py>>> = members
             .iter()
             .map(|values| {
                 values
                     .iter()
-                    .map(tensors::int_values)
+                    .map(|tensor| tensors::int_values(tensor, 1))
                     .collect::<Option<Vec<_>>>()
                     .map(KeyRows::Tensors)
             })
@@ -338,6 +346,17 @@ pub fn pad_group<'a, 'py>(
     Some(outputs)
 }
 
+/// A 0-d tensor's one value as int64 (None past the int64 range, as `tolist()`'s int would
+/// be).
+struct OnlyValue;
+
+impl IntValuesVisitor for OnlyValue {
+    type Output = Option<i64>;
+    fn visit<T: IntElement>(self, values: &[T]) -> Option<i64> {
+        values.first()?.to_i64()
+    }
+}
+
 /// A key outside the pad groups holding a number per row that reads as a Python `int` within
 /// the int64 range (a classification label): its int64 column, read straight from the rows.
 /// Either every row holds an exact `int`, or (unless `keep_arrays`, which leaves tensors to
@@ -380,6 +399,11 @@ pub fn int_scalars(
             Some(tensor_type) => {
                 if !value.get_type().is(tensor_type) {
                     return None;
+                }
+                // Read in place where it can be (an integer CPU tensor), else its `tolist()`.
+                if let Some(ints) = tensors::int_values(&value, 0) {
+                    values.push(ints.visit(OnlyValue)?);
+                    continue;
                 }
                 value.call_method0(intern!(py, "tolist")).ok()?
             }
