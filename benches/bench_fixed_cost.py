@@ -9,12 +9,14 @@ in Python around the native work: settings, checks, the container where Python m
 Beside it, the same for a collator that never keeps a call plan (every call resolves its
 options through `pad`, as before the plan existed), timed in alternating rounds with it.
 
-A second table shows what torch itself costs any collator that returns these batches as torch
-tensors: one `torch.from_numpy` per output key (made and released; a tensor cannot be had for
-less from Python), and for rows of tensors, reading them: one `torch.cat` of the rows' padded
-keys and its `numpy()`, or the six attribute reads per tensor (CPU, rank, dtype, contiguity,
-negation bit, data pointer) that reading each in place takes; both with a `tolist()` per 0-d
-label tensor. They are a floor under the native call's time at small batches.
+A second table shows what the same batches cost through torch's Python API: one
+`torch.from_numpy` per output key (made and released), and for rows of tensors, reading them:
+one `torch.cat` of the rows' padded keys and its `numpy()`, or the six attribute reads per
+tensor (CPU, rank, dtype, contiguity, negation bit, data pointer) that reading each in place
+takes; both with a `tolist()` per 0-d label tensor. These are the routes fastcollate takes with
+a torch that has no DLPack exchange table (`torch.Tensor.__dlpack_c_exchange_api__`); with the
+table (torch 2.15 here) it makes and reads each tensor with one C call instead, which is why a
+whole call can cost less than this table's figures.
 
     python benches/bench_fixed_cost.py [--batch-sizes 1,8,32] [--formats lists,numpy,torch]
         [--repeat 30] [--number 300]
@@ -191,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
     print()
-    print("torch's own cost per batch (a floor under the native call at small batches)")
+    print("the same batches through torch's Python API (fastcollate's routes without torch's "
+          "DLPack exchange table)")
     print("| rows | batch | output tensors | from_numpy per output µs | torch.cat + numpy() µs "
           "| read each tensor in place µs |")
     print("|---|---|---|---|---|---|")
