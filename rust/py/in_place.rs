@@ -185,40 +185,41 @@ impl IntValuesVisitor for FillFromConcatenated<'_> {
     }
 }
 
+/// `member` padded to `target`, each row's values appended by `append(row, out)`.
+fn fill_rows(
+    member: &Member<'_, '_>,
+    target: usize,
+    left: bool,
+    append: impl FnMut(usize, &mut Vec<i64>) -> bool,
+) -> Option<Vec<i64>> {
+    pad::fill_in_place(
+        member.key,
+        &member.lengths,
+        target,
+        member.pad_value,
+        left,
+        append,
+    )
+    .ok()
+    .flatten()
+}
+
 fn fill_member(member: &Member<'_, '_>, target: usize, left: bool) -> Option<Vec<i64>> {
+    let length = |row: usize| member.lengths[row];
     match &member.rows {
-        KeyRows::Values(values) => pad::fill_in_place(
-            member.key,
-            &member.lengths,
-            target,
-            member.pad_value,
-            left,
-            |row, out| {
-                let Some(value) = values.get(row) else {
-                    return false;
-                };
-                append_value(value, out, member.lengths[row])
-            },
-        )
-        .ok()
-        .flatten(),
-        KeyRows::Tensors(tensors) => pad::fill_in_place(
-            member.key,
-            &member.lengths,
-            target,
-            member.pad_value,
-            left,
-            |row, out| {
-                tensors.get(row).is_some_and(|tensor| {
-                    tensor.visit(AppendFirst {
-                        length: member.lengths[row],
-                        out,
-                    })
+        KeyRows::Values(values) => fill_rows(member, target, left, |row, out| {
+            values
+                .get(row)
+                .is_some_and(|value| append_value(value, out, length(row)))
+        }),
+        KeyRows::Tensors(tensors) => fill_rows(member, target, left, |row, out| {
+            tensors.get(row).is_some_and(|tensor| {
+                tensor.visit(AppendFirst {
+                    length: length(row),
+                    out,
                 })
-            },
-        )
-        .ok()
-        .flatten(),
+            })
+        }),
         KeyRows::Concatenated(concatenated) => read::with_int_values(
             &concatenated.array,
             FillFromConcatenated {
