@@ -10,6 +10,10 @@
 //! with a torch without the table (older than the DLPack 1.2 exchange API), or any other
 //! conversion, the numpy array is made and converted as before.
 //!
+//! The same table also describes an existing tensor in one C call (`int_view`: data pointer,
+//! device, dtype, shape, strides), which the read path uses to read integer tensor rows in
+//! place (see `tensors::int_values`).
+//!
 //! The structs below are DLPack's C ABI (`dlpack.h`, version 1), written out for this file.
 
 use std::ffi::{c_int, c_void, CStr};
@@ -343,10 +347,11 @@ unsafe extern "C" fn release<T>(managed: *mut ManagedTensor) {
     }
 }
 
-fn dims(layout: &Layout) -> Option<Vec<usize>> {
+/// The output's dimensions (the first `count` of the array), or None for a ragged output.
+fn dims(layout: &Layout) -> Option<([usize; 2], usize)> {
     match layout {
-        Layout::Scalar { rows } => Some(vec![*rows]),
-        Layout::Matrix { rows, columns } => Some(vec![*rows, *columns]),
+        Layout::Scalar { rows } => Some(([*rows, 0], 1)),
+        Layout::Matrix { rows, columns } => Some(([*rows, *columns], 2)),
         Layout::Ragged { .. } => None,
     }
 }
@@ -430,17 +435,18 @@ pub fn converted<'py>(
     direct: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     if direct {
-        if let (Some(make), Some(dims)) = (to_py_object(py), dims(&output.layout)) {
+        if let (Some(make), Some((dims, count))) = (to_py_object(py), dims(&output.layout)) {
+            let dims = &dims[..count];
             let dtype = |code, bits| DataType {
                 code,
                 bits,
                 lanes: 1,
             };
             return match output.data {
-                Data::Bool(v) => tensor_from_vec(py, make, v, &dims, dtype(BOOL, 8)),
-                Data::I64(v) => tensor_from_vec(py, make, v, &dims, dtype(INT, 64)),
-                Data::F32(v) => tensor_from_vec(py, make, v, &dims, dtype(FLOAT, 32)),
-                Data::F64(v) => tensor_from_vec(py, make, v, &dims, dtype(FLOAT, 64)),
+                Data::Bool(v) => tensor_from_vec(py, make, v, dims, dtype(BOOL, 8)),
+                Data::I64(v) => tensor_from_vec(py, make, v, dims, dtype(INT, 64)),
+                Data::F32(v) => tensor_from_vec(py, make, v, dims, dtype(FLOAT, 32)),
+                Data::F64(v) => tensor_from_vec(py, make, v, dims, dtype(FLOAT, 64)),
             };
         }
     }

@@ -27,7 +27,7 @@ enum KeyRows<'py> {
     Values(Vec<Bound<'py, PyAny>>),
     /// Every row a 1-d tensor of one dtype, laid end to end by one `torch.cat`.
     Concatenated(ConcatenatedRows<'py>),
-    /// Every row a 1-d integer tensor, read in place (a batch of a few rows).
+    /// Every row a 1-d integer tensor, read in place (see `members_rows`).
     Tensors(Vec<TensorInts<'py>>),
 }
 
@@ -71,13 +71,16 @@ fn key_values<'py>(
 fn members_rows<'py>(members: Vec<Vec<Bound<'py, PyAny>>>) -> Option<Vec<KeyRows<'py>>> {
     let holds_tensors =
         |values: &Vec<Bound<'py, PyAny>>| values.first().is_some_and(tensors::is_torch_tensor);
+    let all_tensors = members.iter().all(holds_tensors);
     let count: usize = members.iter().map(Vec::len).sum();
-    let in_place = |py| count <= tensors::READ_IN_PLACE_UP_TO || dlpack::describes_tensors(py);
-    if members.iter().all(holds_tensors)
+    let in_place = |value: &Bound<'py, PyAny>| {
+        count <= tensors::READ_IN_PLACE_UP_TO || dlpack::describes_tensors(value.py())
+    };
+    if all_tensors
         && members
             .first()
-            .and_then(|values| values.first())
-            .is_some_and(|value| in_place(value.py()))
+            .and_then(|v| v.first())
+            .is_some_and(in_place)
     {
         let read: Option<Vec<KeyRows<'py>>> = members
             .iter()
@@ -93,7 +96,7 @@ fn members_rows<'py>(members: Vec<Vec<Bound<'py, PyAny>>>) -> Option<Vec<KeyRows
             return read;
         }
     }
-    if members.len() > 1 && members.iter().all(holds_tensors) {
+    if members.len() > 1 && all_tensors {
         let keys: Vec<&[Bound<'py, PyAny>]> = members.iter().map(Vec::as_slice).collect();
         if let Some(concatenated) = tensors::concatenate_tensors(&keys) {
             return Some(

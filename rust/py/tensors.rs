@@ -1,6 +1,6 @@
 //! torch tensors as the read paths see them: recognising one, viewing one as a numpy array,
-//! reading a few 1-d integer tensors' values in place, and laying a batch's 1-d tensors end to
-//! end with a single `torch.cat`.
+//! reading integer tensors' values in place, and laying a batch's 1-d tensors end to end with
+//! a single `torch.cat`.
 //!
 //! torch is never imported here: a tensor cannot exist before its user imported torch, so
 //! `torch.Tensor` is looked up in `sys.modules` on first need.

@@ -162,14 +162,12 @@ def _flatten_arrow(
     if not kept.any():
         return None
     ids = native["input_ids"]
-    label_mask = None
-    if labels:
-        label_mask = native[_LABELS_MASK].astype(bool)
+    label_ids = native["labels"] if labels else None
+    label_mask = native[_LABELS_MASK].astype(bool) if labels else None
     if not kept.all():
         mask, lengths, ids = mask[kept], lengths[kept], ids[kept]
         if labels:
-            label_mask = label_mask[kept]
-            native["labels"] = native["labels"][kept]
+            label_ids, label_mask = label_ids[kept], label_mask[kept]
     if labels and not np.array_equal(label_mask.sum(axis=1), lengths):
         return None
     total = int(lengths.sum())
@@ -182,7 +180,7 @@ def _flatten_arrow(
     np.cumsum(lengths, out=offsets[1:])
     starts = offsets[:-1]
     input_ids = ids[mask]
-    label_values = native["labels"][label_mask] if labels else input_ids.copy()
+    label_values = label_ids[label_mask] if labels else input_ids.copy()
     label_values[starts] = separator_id
     packed: dict[str, Any] = {
         "input_ids": input_ids.reshape(1, total),
