@@ -16,11 +16,14 @@ from .collators import (
     DataCollatorForMultipleChoice,
     DataCollatorForSeq2Seq,
     DataCollatorForTokenClassification,
+    DataCollatorMixin,
     DataCollatorWithFlattening,
     DataCollatorWithPadding,
     DefaultDataCollator,
     default_data_collator,
+    numpy_default_data_collator,
     pad,
+    torch_default_data_collator,
 )
 from .integrations import TransformersPatch, patch_transformers, unpatch_transformers
 from .sampling import PackedBatchSampler, get_length_grouped_indices, sequence_lengths
@@ -32,6 +35,9 @@ __all__ = [
     "DataCollatorWithPadding",
     "DefaultDataCollator",
     "default_data_collator",
+    "torch_default_data_collator",
+    "numpy_default_data_collator",
+    "DataCollatorMixin",
     "DataCollatorForTokenClassification",
     "DataCollatorForSeq2Seq",
     "DataCollatorWithFlattening",
@@ -90,3 +96,9 @@ def __getattr__(name):
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    """The module's attributes with the names imported on first use (`_LAZY`), so `dir()` and
+    tab completion list every public name before it is loaded."""
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,7 +1,13 @@
 """The drop-ins for transformers' collators and `tokenizer.pad()`, one module each, on the Rust
 core: rows (or an `ArrowBatch`) in, padded numpy arrays or torch tensors out."""
 
-from .default import DefaultDataCollator, default_data_collator
+from .base import DataCollatorMixin
+from .default import (
+    DefaultDataCollator,
+    default_data_collator,
+    numpy_default_data_collator,
+    torch_default_data_collator,
+)
 from .flattening import DataCollatorWithFlattening
 from .language_modeling import DataCollatorForLanguageModeling
 from .multiple_choice import DataCollatorForMultipleChoice
@@ -14,6 +20,9 @@ __all__ = [
     "DataCollatorWithPadding",
     "DefaultDataCollator",
     "default_data_collator",
+    "torch_default_data_collator",
+    "numpy_default_data_collator",
+    "DataCollatorMixin",
     "DataCollatorForTokenClassification",
     "DataCollatorForSeq2Seq",
     "DataCollatorWithFlattening",

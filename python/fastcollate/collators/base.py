@@ -52,6 +52,20 @@ def has_nulls(batch: ArrowBatch, column: str) -> bool:
     return batch.source.null_count(column) > 0
 
 
+class DataCollatorMixin:
+    """transformers' `DataCollatorMixin`, for collators written against it: `__call__` hands
+    the batch to `torch_call` ("pt") or `numpy_call` ("np"), with the instance's
+    `return_tensors` unless the call names one. Like transformers', it defines neither method
+    nor `return_tensors`: the subclass does."""
+
+    def __call__(self, features: Any, return_tensors: Any = None) -> Any:
+        if return_tensors is None:
+            return_tensors = self.return_tensors  # type: ignore[attr-defined]
+        if framework(return_tensors) == "pt":
+            return self.torch_call(features)  # type: ignore[attr-defined]
+        return self.numpy_call(features)  # type: ignore[attr-defined]
+
+
 class TakesArrowBatches:
     """Collators that read an ArrowBatch natively (see `fastcollate.ArrowBatches`). A user
     subclass that replaces one of `_batch_methods` (which receive the batch) may expect a list of

@@ -211,6 +211,16 @@ def default_data_collator(features: list[Any], return_tensors: str = "pt") -> di
     return out
 
 
+def torch_default_data_collator(features: list[Any]) -> dict[str, Any]:
+    """`default_data_collator(features, return_tensors="pt")`, under transformers' name."""
+    return default_data_collator(features, "pt")
+
+
+def numpy_default_data_collator(features: list[Any]) -> dict[str, Any]:
+    """`default_data_collator(features, return_tensors="np")`, under transformers' name."""
+    return default_data_collator(features, "np")
+
+
 @dataclass
 class DefaultDataCollator:
     """Same as `transformers.DefaultDataCollator`: default_data_collator with a stored
@@ -230,4 +240,5 @@ class DefaultDataCollator:
 
 
 # Takes fastcollate.ArrowBatch batches (see arrow.accepts_arrow_batches).
-default_data_collator.accepts_arrow_batches = True  # type: ignore[attr-defined]
+for _collator in (default_data_collator, torch_default_data_collator, numpy_default_data_collator):
+    _collator.accepts_arrow_batches = True  # type: ignore[attr-defined]
