@@ -75,7 +75,7 @@ class TransformersPatch(Patch):
     owner = "transformers"
 
 
-def patch_transformers() -> TransformersPatch:
+def patch_transformers(*, tokenizer_pad: bool = False) -> TransformersPatch:
     """Makes transformers build fastcollate's objects: its collators (in `transformers`,
     `transformers.data`, `transformers.data.data_collator` and the Trainer's defaults) and its
     `LengthGroupedSampler`, `DistributedLengthGroupedSampler`, `get_length_grouped_indices` and
@@ -83,10 +83,21 @@ def patch_transformers() -> TransformersPatch:
     Code that imported a name (`from transformers import X`) before the call keeps the object it
     imported. Calling it again is harmless.
 
+    `tokenizer_pad=True` also replaces `PreTrainedTokenizerBase.pad`, so `tokenizer.pad(...)`
+    in custom collators goes through `fastcollate.pad` for the batches it pads exactly as
+    transformers does (lists or numpy / torch rows of token ids, "np" / "pt" output, every
+    padding option) and through transformers' own method for anything else. It is off by
+    default: it replaces a method every tokenizer has, not a name a script imports.
+
     Undo with `unpatch_transformers()`, the returned handle's `undo()`, or
     `with fastcollate.patch_transformers(): ...`."""
     require("fastcollate.patch_transformers()", "transformers", "torch", "transformers")
-    return TransformersPatch(apply("transformers", _replacements()))
+    replacements = _replacements()
+    if tokenizer_pad:
+        from . import tokenizer_pad as routed
+
+        replacements[(routed.MODULE, routed.NAME)] = routed.tokenizer_pad
+    return TransformersPatch(apply("transformers", replacements))
 
 
 def unpatch_transformers() -> None:
