@@ -21,6 +21,7 @@ LAYERS = {
     "sampling": 3,
     "integrations": 4,
     "trl": 4,
+    "sentence_transformers": 4,
     "__init__": 5,
     # The benchmark is a client of the public API (it times what users call), above it.
     "bench": 6,

@@ -1,0 +1,98 @@
+"""`pretokenize`: a sentence-transformers training dataset tokenized once, with the model's own
+preprocessing (prompts, truncation, router tasks), unpadded, in the layout the collator pads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .layout import BATCH_KEYS, DEFAULT_LABEL_COLUMNS, SEQUENCE_KEYS
+
+# Padding off and Python lists out: each row keeps its own length for the collator to pad.
+_UNPADDED = {"text": {"padding": False}, "common": {"return_tensors": None}}
+
+
+def _prompt_for(prompts: Any, column: str) -> str | None:
+    if isinstance(prompts, str):
+        return prompts
+    if isinstance(prompts, dict):
+        return prompts.get(column)
+    return None
+
+
+def _check_flat(name: str, mapping: Any) -> None:
+    if isinstance(mapping, dict) and mapping and isinstance(next(iter(mapping.values())), dict):
+        raise ValueError(
+            f"{name} keyed by dataset name (a nested dict) is for a DatasetDict: pre-tokenize "
+            "each dataset with its own inner mapping"
+        )
+
+
+def pretokenize(
+    dataset: Any,
+    model: Any,
+    *,
+    prompts: str | dict[str, str] | None = None,
+    router_mapping: dict[str, str] | None = None,
+    valid_label_columns: list[str] | tuple[str, ...] = DEFAULT_LABEL_COLUMNS,
+    batch_size: int = 1000,
+    num_proc: int | None = None,
+) -> Any:
+    """Tokenizes each text column of a `datasets.Dataset` once, as sentence-transformers'
+    collator would per batch: the first of `valid_label_columns` found is the label column
+    (kept as it is), every other column is text, in order; `prompts` (one string, or one per
+    column) and `router_mapping` (column -> task) mean what they mean in
+    `SentenceTransformerTrainingArguments`. Each text column `c` becomes `c_input_ids` (and
+    the tokenizer's other sequences), unpadded, and `c_modality` / `c_prompt_length` / `c_task`
+    where sentence-transformers adds them to a batch; the label column stays last.
+
+    The model's `preprocess` does the tokenizing (with padding off), so truncation, prompts and
+    tasks follow the installed sentence-transformers. Text models only: a column of anything
+    but strings raises a ValueError naming it."""
+    import datasets
+
+    if not isinstance(dataset, datasets.Dataset):
+        raise TypeError(
+            f"pretokenize takes a datasets.Dataset, not {type(dataset).__name__} (for a "
+            "DatasetDict, pre-tokenize each dataset)"
+        )
+    _check_flat("prompts", prompts)
+    _check_flat("router_mapping", router_mapping)
+    columns = list(dataset.column_names)
+    label = next((name for name in valid_label_columns if name in columns), None)
+    texts = [name for name in columns if name != label and name != "dataset_name"]
+    for name in texts:
+        feature = dataset.features[name]
+        if getattr(feature, "dtype", None) not in ("string", "large_string"):
+            raise ValueError(
+                f"column '{name}' holds {feature}, not text: pretokenize handles text columns "
+                f"(labels go in one of {list(valid_label_columns)})"
+            )
+    mapping = router_mapping or {}
+
+    def tokenize(batch: dict[str, list]) -> dict[str, list]:
+        size = len(batch[texts[0]]) if texts else 0
+        out: dict[str, list] = {}
+        for name in texts:
+            task = mapping.get(name)
+            features = model.preprocess(batch[name], prompt=_prompt_for(prompts, name),
+                                        task=task, processing_kwargs=_UNPADDED)
+            unknown = [key for key in features if key not in SEQUENCE_KEYS + BATCH_KEYS]
+            if unknown:
+                raise ValueError(
+                    f"the model's preprocessing of column '{name}' returned {unknown}, which "
+                    "the pre-tokenized layout does not hold (text models only)"
+                )
+            for key in SEQUENCE_KEYS:
+                if key in features:
+                    out[f"{name}_{key}"] = list(features[key])
+            for key in BATCH_KEYS:
+                if key in features:
+                    out[f"{name}_{key}"] = [features[key]] * size
+            if task is not None:
+                out[f"{name}_task"] = [task] * size
+        if label is not None:
+            out[label] = batch[label]
+        return out
+
+    return dataset.map(tokenize, batched=True, batch_size=batch_size, num_proc=num_proc,
+                       remove_columns=columns, desc="pre-tokenizing")
