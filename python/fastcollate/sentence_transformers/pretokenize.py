@@ -94,5 +94,12 @@ def pretokenize(
             out[label] = batch[label]
         return out
 
+    # datasets would fingerprint `tokenize` by pickling the whole model (seconds); what the
+    # result depends on is the data, the tokenizer, the model's length and these options.
+    fingerprint = datasets.fingerprint.Hasher.hash((
+        dataset._fingerprint, model.tokenizer, getattr(model, "max_seq_length", None),
+        prompts, router_mapping, label, texts, "fastcollate.sentence_transformers.pretokenize/1",
+    ))
     return dataset.map(tokenize, batched=True, batch_size=batch_size, num_proc=num_proc,
-                       remove_columns=columns, desc="pre-tokenizing")
+                       remove_columns=columns, desc="pre-tokenizing",
+                       new_fingerprint=fingerprint)
