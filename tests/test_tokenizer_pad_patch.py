@@ -23,7 +23,7 @@ import fastcollate
 from fastcollate.integrations import tokenizer_pad as routed
 
 SETTINGS = settings(
-    max_examples=int(os.environ.get("FASTCOLLATE_EXAMPLES", 300)),
+    max_examples=int(os.environ.get("FASTCOLLATE_EXAMPLES", 200)),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
