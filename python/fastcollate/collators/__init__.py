@@ -7,6 +7,7 @@ from .language_modeling import DataCollatorForLanguageModeling
 from .multiple_choice import DataCollatorForMultipleChoice
 from .padding import DataCollatorWithPadding, pad
 from .seq2seq import DataCollatorForSeq2Seq
+from .speech import DataCollatorCTCWithPadding, DataCollatorSpeechSeq2SeqWithPadding
 from .token_classification import DataCollatorForTokenClassification
 
 __all__ = [
@@ -19,4 +20,6 @@ __all__ = [
     "DataCollatorWithFlattening",
     "DataCollatorForLanguageModeling",
     "DataCollatorForMultipleChoice",
+    "DataCollatorCTCWithPadding",
+    "DataCollatorSpeechSeq2SeqWithPadding",
 ]
