@@ -355,3 +355,28 @@ def processing_kind(processing_class: Any) -> str | None:
                 break
     _KIND_BY_TYPE[kind_type] = kind
     return kind
+
+
+def transformers_collator(collator: Any) -> Any:
+    """transformers' own collator of `collator`'s class name, built with the fields the two
+    share, for a processing class fastcollate's collator does not pad (`processing_kind` not
+    None: a feature extractor or another transformers processing class, which these token
+    collators leave to transformers); None for a tokenizer. Made once per collator."""
+    cached = collator.__dict__.get("_transformers_collator")
+    if cached is not None and cached[0] is collator.tokenizer:
+        return cached[1]
+    if processing_kind(collator.tokenizer) is None:
+        return None
+    import dataclasses
+
+    from .._internal.patching import original
+
+    name = next(kind.__name__ for kind in type(collator).__mro__
+                if kind.__module__.startswith("fastcollate."))
+    transformers_class = original("transformers.data.data_collator", name)
+    shared = {field.name for field in dataclasses.fields(transformers_class) if field.init}
+    values = {field.name: getattr(collator, field.name)
+              for field in dataclasses.fields(collator) if field.name in shared}
+    built = transformers_class(**values)
+    collator.__dict__["_transformers_collator"] = (collator.tokenizer, built)
+    return built
