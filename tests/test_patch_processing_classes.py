@@ -123,3 +123,11 @@ def test_the_trainer_builds_fastcollate_padding_for_an_extractor_and_hands_back_
         assert isinstance(build(Wav2Vec2FeatureExtractor()), fastcollate.DataCollatorWithPadding)
         handed_back = build(ViTImageProcessor())
         assert not isinstance(handed_back, fastcollate.DataCollatorWithPadding)
+
+
+def test_collators_given_a_feature_extractor_take_lists_of_rows_not_arrow_batches():
+    extractor = Wav2Vec2FeatureExtractor()
+    assert not fastcollate.DataCollatorWithPadding(extractor).accepts_arrow_batches
+    assert not fastcollate.DataCollatorForSeq2Seq(extractor).accepts_arrow_batches
+    assert not fastcollate.DataCollatorForTokenClassification(
+        ViTImageProcessor()).accepts_arrow_batches

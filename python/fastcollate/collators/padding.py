@@ -422,8 +422,10 @@ class DataCollatorWithPadding:
 
     @property
     def accepts_arrow_batches(self) -> bool:
-        """True unless a subclass replaces `__call__` (it may expect a list of rows)."""
-        return type(self).__call__ is DataCollatorWithPadding.__call__
+        """True unless a subclass replaces `__call__` (it may expect a list of rows) or the
+        processing class is not a tokenizer (a feature extractor pads a list of rows)."""
+        return (type(self).__call__ is DataCollatorWithPadding.__call__
+                and processing_kind(self.tokenizer) is None)
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         plan = self._call_plan
