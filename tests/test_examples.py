@@ -25,7 +25,7 @@ def run(*command: str, cwd: Path) -> str:
 
 
 def test_every_example_has_a_test():
-    tested = {"imdb_bert.py", "packed_causal_lm.py", "torchrun_ddp.py"}
+    tested = {"imdb_bert.py", "packed_causal_lm.py", "torchrun_ddp.py", "speech_ctc.py"}
     assert {path.name for path in EXAMPLES.glob("*.py")} == tested
 
 
@@ -52,6 +52,12 @@ def test_packed_causal_lm_trains_padding_free(model_path, tmp_path):
         cwd=tmp_path,
     )
     assert "trained 4 steps" in out
+
+
+def test_speech_ctc_trains_a_tiny_wav2vec2(tmp_path):
+    script = str(EXAMPLES / "speech_ctc.py")
+    out = run(sys.executable, script, "--tiny", "--max-steps", "2", cwd=tmp_path)
+    assert "trained 2 steps" in out
 
 
 @pytest.mark.slow

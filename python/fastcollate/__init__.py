@@ -12,11 +12,13 @@ and `RayCollateFn` (needs Ray Data) are imported on first use.
 from ._native import __version__, build_profile
 from .arrow import ArrowBatch, ArrowBatches, collate_arrow
 from .collators import (
+    DataCollatorCTCWithPadding,
     DataCollatorForLanguageModeling,
     DataCollatorForMultipleChoice,
     DataCollatorForSeq2Seq,
     DataCollatorForTokenClassification,
     DataCollatorMixin,
+    DataCollatorSpeechSeq2SeqWithPadding,
     DataCollatorWithFlattening,
     DataCollatorWithPadding,
     DefaultDataCollator,
@@ -43,6 +45,8 @@ __all__ = [
     "DataCollatorWithFlattening",
     "DataCollatorForLanguageModeling",
     "DataCollatorForMultipleChoice",
+    "DataCollatorCTCWithPadding",
+    "DataCollatorSpeechSeq2SeqWithPadding",
     "get_length_grouped_indices",
     "sequence_lengths",
     "LengthGroupedSampler",

@@ -25,6 +25,7 @@ __all__ = [
     "pack_dataset_wrapped",
     "pack_epoch",
     "pack_stream_buffer",
+    "pad_frames",
     "pad_prompt_completion",
     "pad_sequences",
     "pad_with_labels",
@@ -129,6 +130,21 @@ def pad_prompt_completion(
     # array, or None where a row is not an exact dict holding an exact float / bool there
     scalars: Sequence[tuple[str, str]] | None = None,
 ) -> list[Any] | None: ...  # (int64 matrices) tuples, then the scalar columns
+
+def pad_frames(
+    key: str,
+    rows: list[np.ndarray],  # C-contiguous float32 / float64, `ndim` dimensions each
+    *,
+    ndim: int,  # 1: raw audio; 2: frames x features
+    strategy: str,  # "longest", "max_length" or "do_not_pad"
+    max_length: int | None,
+    pad_to_multiple_of: int | None,
+    truncation: bool,
+    left: bool,
+    padding_value: float,
+    attention_mask: bool,
+    masks: list[np.ndarray] | None = None,  # the rows' own 1-d int32 / int64 masks
+) -> tuple[np.ndarray, np.ndarray | None]: ...  # float32 values; the mask when asked for
 
 def pad_sequences(
     sequences: Sequence[Sequence[int]],

@@ -7,6 +7,7 @@ pub mod bfd;
 pub mod column;
 pub mod error;
 pub mod flatten;
+pub mod frames;
 pub mod fresh_pages;
 pub mod grouping;
 pub mod joined;

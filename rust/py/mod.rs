@@ -10,6 +10,7 @@ mod collate;
 mod dlpack;
 mod error;
 mod flatten;
+mod frames;
 mod gather;
 mod grouping;
 mod in_place;
@@ -37,6 +38,8 @@ mod _native {
     use super::collate::{collate, collate_planned, CollatePlan};
     #[pymodule_export]
     use super::flatten::flatten_batch;
+    #[pymodule_export]
+    use super::frames::pad_frames;
     #[pymodule_export]
     use super::grouping::group_by_length;
     #[pymodule_export]

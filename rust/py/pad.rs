@@ -122,10 +122,10 @@ unsafe extern "C" fn free_buffer<T>(capsule: *mut ffi::PyObject) {
     }
 }
 
-/// A numpy array of `dims` (one or two) over `values`' buffer, without a copy: a capsule that
-/// frees the Vec when numpy lets go of it is the array's base. Strides and flags are those
-/// rust-numpy gives (C order; writeable; an empty matrix has zero strides, as ndarray's).
-fn owned_array<'py, T>(
+/// A numpy array of `dims` (one to three) over `values`' buffer, without a copy: a capsule
+/// that frees the Vec when numpy lets go of it is the array's base. Strides and flags are those
+/// rust-numpy gives (C order; writeable; an empty array has zero strides, as ndarray's).
+pub(crate) fn owned_array<'py, T>(
     py: Python<'py>,
     mut values: Vec<T>,
     dims: &[usize],
@@ -134,8 +134,13 @@ where
     T: Element + Copy,
 {
     let item = size_of::<T>() as npy_intp;
-    let mut shape: [npy_intp; 2] = [0; 2];
-    let mut strides: [npy_intp; 2] = [0; 2];
+    let mut shape: [npy_intp; 3] = [0; 3];
+    let mut strides: [npy_intp; 3] = [0; 3];
+    if dims.is_empty() || dims.len() > 3 {
+        return Err(PyValueError::new_err(
+            "an output has one to three dimensions",
+        ));
+    }
     for (i, &d) in dims.iter().enumerate() {
         shape[i] = npy_intp::try_from(d)
             .map_err(|_| PyValueError::new_err("an output dimension is past numpy's limit"))?;
@@ -144,8 +149,11 @@ where
         strides[0] = item;
     } else if !dims.contains(&0) {
         // At most the Vec's size in bytes, which fits an isize.
-        strides[0] = shape[1] * item;
-        strides[1] = item;
+        let mut stride = item;
+        for i in (0..dims.len()).rev() {
+            strides[i] = stride;
+            stride *= shape[i];
+        }
     }
     let data = values.as_mut_ptr();
     let capacity = values.capacity();

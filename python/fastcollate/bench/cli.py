@@ -27,6 +27,9 @@ QUICK_BATCH_SIZES = (8, 32)
 # transformers' collators.
 TRL = "trl"
 TRL_BATCH_SIZES = (8, 32)
+# `--cases speech`: feature-extractor padding of raw audio (speech_suite).
+SPEECH = "speech"
+SPEECH_BATCH_SIZES = (8, 32)
 REPEAT, QUICK_REPEAT = 7, 3
 # Options that only one mode reads; giving one in the other mode is a usage error.
 COLLATOR_OPTIONS = ("formats", "repeat", "cases")
@@ -67,6 +70,8 @@ def _format_list(text: str) -> list[str]:
 def _case_list(text: str) -> list[str]:
     if text.strip().lower() == TRL:
         return [TRL]
+    if text.strip().lower() == SPEECH:
+        return [SPEECH]
     try:
         return resolve_cases([v.strip() for v in text.split(",") if v.strip()])
     except ValueError as err:
@@ -168,7 +173,10 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
             f"{', '.join(short_name(c.name) for c in CASES)} (default: all); or `trl` alone: "
             "TRL's collators, SFT dataset preparation and pack_dataset against fastcollate's "
             f"(batch sizes {','.join(map(str, TRL_BATCH_SIZES))} unless given; needs "
-            "pip install 'fastcollate[trl]' datasets)"
+            "pip install 'fastcollate[trl]' datasets); or `speech` alone: "
+            "Wav2Vec2FeatureExtractor.pad of 1-16 s clips against fastcollate.pad and a plain "
+            f"copy of the output (batch sizes {','.join(map(str, SPEECH_BATCH_SIZES))} unless "
+            "given)"
         ),
     )
 
@@ -281,10 +289,12 @@ def validate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
             reason = cannot_write(path)
             if reason is not None:
                 parser.error(f"argument --{option}: cannot write {path!r}: {reason}")
-    if args.cases == [TRL]:
-        stray = [_flag(name) for name in ("formats", "plot") if getattr(args, name) is not None]
-        if stray:
-            parser.error(f"{', '.join(stray)}: not with --cases trl")
+    for alone in (TRL, SPEECH):
+        if args.cases == [alone]:
+            stray = [_flag(name) for name in ("formats", "plot")
+                     if getattr(args, name) is not None]
+            if stray:
+                parser.error(f"{', '.join(stray)}: not with --cases {alone}")
     if args.plot is not None:
         problem = plot_format_problem(args.plot)
         if problem is not None:
@@ -394,6 +404,30 @@ def run_trl(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_speech(args: argparse.Namespace) -> int:
+    from . import speech_suite
+
+    timing.require_release_build()
+    settings = speech_suite.SpeechSettings(
+        batch_sizes=args.batch_sizes or list(SPEECH_BATCH_SIZES),
+        repeat=args.repeat or (QUICK_REPEAT if args.quick else REPEAT),
+    )
+    results = speech_suite.run(settings, progress=_note)
+    print()
+    print(speech_suite.header())
+    print(speech_suite.format_table(results))
+    if args.json is not None:
+        record = {
+            "environment": report.environment(),
+            "arguments": {"quick": args.quick, "cases": [SPEECH],
+                          **dataclasses.asdict(settings)},
+            "results": [r.as_dict() for r in results],
+        }
+        report.write_json(record, args.json)
+        _note(f"figures written to {args.json}")
+    return 0
+
+
 def run_samplers(args: argparse.Namespace) -> int:
     defaults = sampling.SamplingSettings()
     with_transformers = not args.no_transformers
@@ -432,6 +466,8 @@ def run_bench(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         _require_extras(args)
         if args.sampling:
             return run_samplers(args)
+        if args.cases == [SPEECH]:
+            return run_speech(args)
         return run_trl(args) if args.cases == [TRL] else run_collators(args)
     except BenchError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -13,6 +13,7 @@ from .language_modeling import DataCollatorForLanguageModeling
 from .multiple_choice import DataCollatorForMultipleChoice
 from .padding import DataCollatorWithPadding, pad
 from .seq2seq import DataCollatorForSeq2Seq
+from .speech import DataCollatorCTCWithPadding, DataCollatorSpeechSeq2SeqWithPadding
 from .token_classification import DataCollatorForTokenClassification
 
 __all__ = [
@@ -28,4 +29,6 @@ __all__ = [
     "DataCollatorWithFlattening",
     "DataCollatorForLanguageModeling",
     "DataCollatorForMultipleChoice",
+    "DataCollatorCTCWithPadding",
+    "DataCollatorSpeechSeq2SeqWithPadding",
 ]

@@ -10,6 +10,7 @@ from typing import Any
 from .._internal.rows import first_row
 from .._internal.stacked_masks import put_back, set_aside_masks
 from ..arrow import ArrowBatch
+from .feature_extraction import processing_kind
 from .native import collate
 from .padding import MainValues, converted_like_tokenizer_pad, main_tensor_kind
 from .padding_options import PadSettings, padding_group
@@ -82,6 +83,8 @@ class TakesArrowBatches:
     @property
     def accepts_arrow_batches(self) -> bool:
         kind, base = type(self), self._arrow_class
+        if processing_kind(getattr(self, "tokenizer", None)) is not None:
+            return False  # transformers' own collator takes it, from a list of rows
         return all(getattr(kind, name) is getattr(base, name) for name in self._batch_methods)
 
 

@@ -10,6 +10,7 @@ from .. import _native
 from .._internal.tensors import torch_module
 from .base import framework
 from .default import holds_tensor_rows
+from .feature_extraction import transformers_collator
 from .padding import pad
 from .padding_options import PadSettings
 
@@ -78,6 +79,8 @@ class DataCollatorForMultipleChoice:
     return_tensors: str = "pt"
 
     def __call__(self, features, return_tensors=None):
+        if (handed_back := transformers_collator(self)) is not None:
+            return handed_back(features, return_tensors)
         if return_tensors is None:
             return_tensors = self.return_tensors
         return self._collate(features, framework(return_tensors))

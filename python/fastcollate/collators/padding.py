@@ -24,6 +24,7 @@ from .._internal.tensors import (
     torch_module,
 )
 from ..arrow import ArrowBatch
+from .feature_extraction import feature_extractor_of, pad_features, processing_kind
 from .native import collate, collate_plan, collate_rows
 from .padding_options import PadSettings, padding_group
 from .tokenizer_state import has_state_key, state_key
@@ -95,6 +96,7 @@ def pad(
     model_input_names: Sequence[str] | None = None,
     verbose: bool = True,
     pin_memory: bool = False,
+    truncation: bool = False,
 ):
     """Pads a batch (list of mappings, or mapping of lists) or one example, like
     `tokenizer.pad(...)`, with the same result. The docs page "What differs from
@@ -125,8 +127,24 @@ def pad(
       the copy `DataLoader(pin_memory=True)` would make.
 
     `verbose` is accepted as `tokenizer.pad` accepts it; fastcollate prints no warnings.
+
+    `tokenizer` may also be a transformers sequence feature extractor (Wav2Vec2, Whisper, ...)
+    or a processor that pads through one: the result is then `feature_extractor.pad(...)`'s
+    (see the docs page "Speech"), with `truncation` as it takes it. Other transformers
+    processing classes (image processors, other processors) are padded by their own `pad`.
     """
     del verbose
+    if tokenizer is not None and processing_kind(tokenizer) is not None:
+        return _pad_with_processing_class(
+            encoded_inputs, tokenizer, padding=padding, max_length=max_length,
+            pad_to_multiple_of=pad_to_multiple_of, padding_side=padding_side,
+            return_attention_mask=return_attention_mask, return_tensors=return_tensors,
+            truncation=truncation, pin_memory=pin_memory,
+            tokenizer_options=pad_token_id is not None or model_input_names is not None,
+        )
+    if truncation:
+        raise ValueError("truncation=True is taken with a feature extractor only; "
+                         "tokenizer.pad does not truncate")
     settings = PadSettings.resolve(
         tokenizer,
         pad_token_id=pad_token_id,
@@ -215,6 +233,37 @@ def pad(
     if pin_memory:
         pin_tensors(out)
     return batch_encoding(out)
+
+
+def _pad_with_processing_class(features: Any, processing_class: Any, *, padding: Any,
+                               max_length: Any, pad_to_multiple_of: Any, padding_side: Any,
+                               return_attention_mask: Any, return_tensors: Any,
+                               truncation: bool, pin_memory: bool,
+                               tokenizer_options: bool) -> Any:
+    """`pad` with a processing class that is not a tokenizer (`processing_kind`): a feature
+    extractor's padding, natively, or the class's own `pad`."""
+    if tokenizer_options:
+        raise ValueError("pad_token_id and model_input_names are a tokenizer's settings; a "
+                         f"{type(processing_class).__name__} pads with its own")
+    if pin_memory:
+        check_pin_memory(pin_memory, getattr(return_tensors, "value", return_tensors))
+    extractor = feature_extractor_of(processing_class)
+    if extractor is not None:
+        out = pad_features(features, extractor, padding=padding, max_length=max_length,
+                           truncation=truncation, pad_to_multiple_of=pad_to_multiple_of,
+                           return_attention_mask=return_attention_mask,
+                           return_tensors=return_tensors, padding_side=padding_side)
+    else:
+        if padding_side is not None or truncation:
+            raise ValueError(f"a {type(processing_class).__name__} pads with its own side and "
+                             "without truncation here: leave padding_side and truncation out")
+        out = processing_class.pad(features, padding=padding, max_length=max_length,
+                                   pad_to_multiple_of=pad_to_multiple_of,
+                                   return_attention_mask=return_attention_mask,
+                                   return_tensors=return_tensors)
+    if pin_memory:
+        pin_tensors(out)
+    return out
 
 
 def converted_like_tokenizer_pad(batch: dict, main_kind: str | None, keep_arrays: bool,
@@ -373,8 +422,10 @@ class DataCollatorWithPadding:
 
     @property
     def accepts_arrow_batches(self) -> bool:
-        """True unless a subclass replaces `__call__` (it may expect a list of rows)."""
-        return type(self).__call__ is DataCollatorWithPadding.__call__
+        """True unless a subclass replaces `__call__` (it may expect a list of rows) or the
+        processing class is not a tokenizer (a feature extractor pads a list of rows)."""
+        return (type(self).__call__ is DataCollatorWithPadding.__call__
+                and processing_kind(self.tokenizer) is None)
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         plan = self._call_plan
@@ -427,6 +478,8 @@ class DataCollatorWithPadding:
                 if "label_ids" in batch:
                     batch["labels"] = batch.pop("label_ids")
                 return batch_encoding(batch)
+        if tokenizer is not None and (kind := processing_kind(tokenizer)) is not None:
+            return self._call_with_processing_class(features, kind)
         batch = pad(
             features,
             tokenizer,
@@ -438,6 +491,29 @@ class DataCollatorWithPadding:
         )
         self._plan_next_call()
         return _renamed_labels(batch)
+
+    def _call_with_processing_class(self, features: Any, kind: str) -> Any:
+        """A feature extractor's padding (natively; a processor that forwards to one the
+        same), or, for another transformers processing class, transformers' own collator."""
+        if kind == "feature_extractor":
+            batch = pad_features(features, feature_extractor_of(self.tokenizer),
+                                 padding=self.padding, max_length=self.max_length,
+                                 pad_to_multiple_of=self.pad_to_multiple_of,
+                                 return_tensors=self.return_tensors)
+            if self.pin_memory:
+                pin_tensors(batch)
+            return _renamed_labels(batch)
+        from .._internal.patching import original
+
+        if self.pin_memory:
+            raise ValueError(f"pin_memory=True is not taken with a "
+                             f"{type(self.tokenizer).__name__}: transformers' collator pads it")
+        transformers_collator = original("transformers.data.data_collator",
+                                         "DataCollatorWithPadding")
+        return transformers_collator(self.tokenizer, padding=self.padding,
+                                     max_length=self.max_length,
+                                     pad_to_multiple_of=self.pad_to_multiple_of,
+                                     return_tensors=self.return_tensors)(features)
 
     def _plan_next_call(self) -> None:
         """Settles the options for the calls to come, after a call that succeeded with them:

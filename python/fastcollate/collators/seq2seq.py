@@ -17,6 +17,7 @@ from .base import (
     has_nulls,
     padded_with_labels,
 )
+from .feature_extraction import transformers_collator
 from .padding_options import PadSettings, checked_pad_id, clamped_multiple, padding_strategy
 
 
@@ -43,6 +44,8 @@ class DataCollatorForSeq2Seq(TakesArrowBatches):
 
 
     def __call__(self, features, return_tensors=None):
+        if (handed_back := transformers_collator(self)) is not None:
+            return handed_back(features, return_tensors)
         if return_tensors is None:
             return_tensors = self.return_tensors
         return_tensors = framework(return_tensors)

@@ -8,6 +8,7 @@ from typing import Any
 
 from .._internal.tensors import batch_encoding
 from .base import TakesArrowBatches, batch_rows, first_keys, framework, padded_with_labels
+from .feature_extraction import transformers_collator
 from .padding import pad
 from .padding_options import PadSettings, checked_pad_id
 
@@ -31,6 +32,8 @@ class DataCollatorForTokenClassification(TakesArrowBatches):
     _batch_methods = ("__call__", "torch_call", "numpy_call", "_collate")
 
     def __call__(self, features, return_tensors=None):
+        if (handed_back := transformers_collator(self)) is not None:
+            return handed_back(features, return_tensors)
         if return_tensors is None:
             return_tensors = self.return_tensors
         return self._collate(features, framework(return_tensors))

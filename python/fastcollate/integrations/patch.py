@@ -9,6 +9,7 @@ from .. import collators, sampling
 from .._internal.extras import require
 from .._internal.patching import Patch, apply, original, restore
 from ..collators import DataCollatorWithPadding
+from ..collators.feature_extraction import feature_extractor_of
 
 # Where transformers binds each name that fastcollate replaces. `transformers.trainer` imports
 # some of them by value, so patching `transformers.data.data_collator` alone would not reach
@@ -31,11 +32,13 @@ _TARGETS: dict[str, tuple[str, ...]] = {
 
 def _padding_collator_for_trainer(processing_class: Any, *args: Any, **kwargs: Any) -> Any:
     """What `transformers.trainer` calls as `DataCollatorWithPadding(processing_class)`:
-    fastcollate's for a tokenizer, transformers' for a feature extractor (fastcollate pads token
-    sequences only)."""
+    fastcollate's for a tokenizer and a speech feature extractor (or a processor padding
+    through one), transformers' for other processing classes."""
     from transformers import PreTrainedTokenizerBase
 
-    if isinstance(processing_class, PreTrainedTokenizerBase):
+    if isinstance(processing_class, PreTrainedTokenizerBase) or feature_extractor_of(
+        processing_class
+    ) is not None:
         return DataCollatorWithPadding(processing_class, *args, **kwargs)
     cls = original("transformers.data.data_collator", "DataCollatorWithPadding")
     return cls(processing_class, *args, **kwargs)
