@@ -19,9 +19,8 @@ def lazy_exports(source: str, package: str) -> dict[str, str]:
     """name -> the dotted path of the object, from the `_LAZY = {name: (".module", ...)}`
     assignment in the package's `__init__.py` source."""
     for node in ast.parse(source).body:
-        if (
-            isinstance(node, ast.Assign)
-            and any(isinstance(t, ast.Name) and t.id == "_LAZY" for t in node.targets)
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "_LAZY" for t in node.targets
         ):
             table = ast.literal_eval(node.value)
             return {
