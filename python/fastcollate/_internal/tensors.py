@@ -38,9 +38,7 @@ def torch_module():
     try:
         import torch
     except ImportError as err:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            f"return_tensors='pt' needs PyTorch: {install_command('torch')}"
-        ) from err
+        raise ImportError(f"return_tensors='pt' needs PyTorch: {install_command('torch')}") from err
     return torch
 
 
