@@ -73,16 +73,26 @@ def milliseconds(ms: float) -> str:
     return f"{ms:.3f} ms" if ms < 10 else f"{ms:.1f} ms"
 
 
-def describe(record: dict[str, Any], name: str) -> str:
-    """One line: when and on what a results file was measured, and the command that wrote it."""
+LIBRARY_NAMES = {"numpy": "numpy", "torch": "torch", "transformers": "transformers"}
+LIBRARY_NAMES.update(trl="TRL", datasets="datasets")
+
+
+def describe(
+    record: dict[str, Any],
+    name: str,
+    libraries: tuple[str, ...] = ("numpy", "torch", "transformers"),
+) -> str:
+    """One line: when and on what a results file was measured (the load average included), the
+    versions of `libraries`, and the command that wrote it."""
     env = record["environment"]
     load_average = env.get("load_average")
     busy = "" if load_average is None else f", load average {load_average:.1f}"
+    versions = ", ".join(f"{LIBRARY_NAMES[lib]} {env.get(lib)}" for lib in libraries)
     return (
         f"Measured {env['date'][:10]} on {env['cpu']} ({env['cpu_count']} CPUs{busy}), CPython "
-        f"{env['python']}, numpy {env['numpy']}, torch {env['torch']} (CPU), transformers "
-        f"{env['transformers']}, fastcollate {env['fastcollate']} ({env['build_profile']} "
-        f"build): `{env['command']}` (`benches/results/{name}`)."
+        f"{env['python']}, {versions}, fastcollate {env['fastcollate']} "
+        f"({env['build_profile']} build): `{env['command']}` "
+        f"(`benches/results/{name}`)."
     )
 
 
@@ -212,67 +222,52 @@ def sampling_table() -> str:
             + ("–" if theirs is None else f"{theirs:.3f}")
             + " |"
         )
-    env = record["environment"]
-    load_average = env.get("load_average")
-    busy = "" if load_average is None else f", load average {load_average:.1f}"
     caption = (
         f"{settings['rows']:,} lengths per distribution, batch {settings['batch_size']}, "
         f"`grad_accum` {settings['grad_accum']}, {settings['world_size']} ranks for "
-        f"`batch_rebalance`, {settings['max_tokens']} tokens per packed batch. Measured "
-        f"{env['date'][:10]} on {env['cpu']} ({env['cpu_count']} CPUs{busy}), CPython "
-        f"{env['python']}, torch {env['torch']}, transformers {env['transformers']}: "
-        f"`{env['command']}` (`benches/results/sampling.json`)."
+        f"`batch_rebalance`, {settings['max_tokens']} tokens per packed batch. "
+        + describe(record, "sampling.json", ("torch", "transformers"))
     )
     return "\n" + "\n".join(lines) + "\n\n" + caption + "\n"
 
 
 def describe_trl(record: dict[str, Any]) -> str:
-    env = record["environment"]
-    load_average = env.get("load_average")
-    busy = "" if load_average is None else f", load average {load_average:.1f}"
-    return (
-        f"Measured {env['date'][:10]} on {env['cpu']} ({env['cpu_count']} CPUs{busy}), CPython "
-        f"{env['python']}, torch {env['torch']} (CPU, one thread), transformers "
-        f"{env['transformers']}, TRL {env.get('trl')}, datasets {env.get('datasets')}, "
-        f"fastcollate {env['fastcollate']} ({env['build_profile']} build): `{env['command']}` "
-        "(`benches/results/trl.json`)."
-    )
+    return describe(record, "trl.json", ("torch", "transformers", "trl", "datasets"))
+
+
+def trl_table(section: str, size: str, unit: str) -> str:
+    """TRL against fastcollate for one section of the TRL run: each case's time in `unit`
+    ("µs" or "s") and TRL's time over fastcollate's."""
+    record = load("trl.json")
+    scale, digits = (1e6, 0) if unit == "µs" else (1.0, 3)
+    lines = [
+        f"| case | {size} | TRL | fastcollate | TRL's time over fastcollate's |",
+        "|---|---|---|---|---|",
+    ]
+    for r in record["results"]:
+        if r["section"] == section:
+            lines.append(
+                f"| {r['case']} | {r['size']:,} | {r['trl_seconds'] * scale:.{digits}f} {unit} | "
+                f"{r['fastcollate_seconds'] * scale:.{digits}f} {unit} | "
+                f"{ratio(r['speedup_vs_trl'])} |"
+            )
+    return "\n".join(lines)
 
 
 def trl_collators_table() -> str:
     """TRL's collators against fastcollate's: µs per batch and the ratio."""
     record = load("trl.json")
     settings = record["arguments"]
-    lines = [
-        "| case | batch | TRL | fastcollate | TRL's time over fastcollate's |",
-        "|---|---|---|---|---|",
-    ]
-    for r in record["results"]:
-        if r["section"] == "collator":
-            lines.append(
-                f"| {r['case']} | {r['size']} | {r['trl_seconds'] * 1e6:.0f} µs | "
-                f"{r['fastcollate_seconds'] * 1e6:.0f} µs | {ratio(r['speedup_vs_trl'])} |"
-            )
     caption = (
         f"Microseconds per batch, best of {settings['repeat']} passes over {settings['batches']}"
-        f" batches. {describe_trl(record)}"
+        f" batches, torch on one thread. {describe_trl(record)}"
     )
-    return "\n" + "\n".join(lines) + "\n\n" + caption + "\n"
+    return "\n" + trl_table("collator", "batch", "µs") + "\n\n" + caption + "\n"
 
 
 def trl_preparation_table() -> str:
-    record = load("trl.json")
-    lines = [
-        "| case | rows | TRL | fastcollate | TRL's time over fastcollate's |",
-        "|---|---|---|---|---|",
-    ]
-    for r in record["results"]:
-        if r["section"] == "preparation":
-            lines.append(
-                f"| {r['case']} | {r['size']:,} | {r['trl_seconds']:.2f} s | "
-                f"{r['fastcollate_seconds']:.3f} s | {ratio(r['speedup_vs_trl'])} |"
-            )
-    return "\n" + "\n".join(lines) + "\n\n" + describe_trl(record) + "\n"
+    table = trl_table("preparation", "rows", "s")
+    return "\n" + table + "\n\n" + describe_trl(load("trl.json")) + "\n"
 
 
 def pack_dataset_table() -> str:

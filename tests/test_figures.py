@@ -72,7 +72,7 @@ def test_every_results_file_records_its_command_and_environment():
         assert env["command"] == command, name
 
 
-def test_a_changed_number_is_caught(tmp_path, monkeypatch):
+def test_a_changed_number_is_caught():
     page = ROOT / "README.md"
     text = page.read_text("utf-8")
     match = re.search(r"<!-- figures: with-padding -->(.*?)<!-- /figures -->", text, re.DOTALL)
