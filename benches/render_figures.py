@@ -187,7 +187,7 @@ def large_batches_table() -> str:
     methods = list(dict.fromkeys(m for r in rows for m in r["ms_per_batch"]))
     lines = [
         "| rows | batch | "
-        + " | ".join(f"`{m}` ms" if m != "fastcollate" else "fastcollate ms" for m in methods)
+        + " | ".join(f"{m} ms" for m in methods)
         + " | vs transformers | vs best baseline |",
         "|---" * (len(methods) + 4) + "|",
     ]
@@ -343,9 +343,12 @@ def draw_plot(path: Path = PLOT) -> None:
         )
         for r in record["results"]
     ]
+    env = record["environment"]
     title = (
         "fastcollate's speed-up over transformers (ms per batch ratio, higher is better)\n"
-        + report.machine_description(record["environment"]).replace("\n", ", ")
+        + report.machine_description(env).replace("\n", ", ")
+        + f"\nmeasured {env['date'][:10]}, load average {env.get('load_average')}: "
+        + env["command"]
     )
     report.plot_speedups(results, str(path), title)
 
