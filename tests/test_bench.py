@@ -43,6 +43,49 @@ def test_run_checks_and_times_every_format():
         assert r.vs_transformers > 0 and r.vs_best_baseline > 0
     table = report.format_table(results)
     assert "WithPadding" in table and "vs transformers" in table
+    assert max(len(line) for line in table.splitlines()) <= 100
+    assert all(r.checked == "equal" and set(r.spread) == set(r.seconds) for r in results)
+
+
+def _result(case, spread, checked="equal"):
+    seconds = {"transformers": 1e-3, "fastcollate": 1e-5}
+    return timing.Result(case, "lists", 8, seconds, dict.fromkeys(seconds, spread), checked)
+
+
+def test_the_report_says_what_was_checked_and_what_was_not_comparable():
+    exact = _result("DataCollatorWithPadding", 0.0)
+    partial = _result("DataCollatorForLanguageModeling", 0.0, "the ids before masking")
+    assert report.checked_summary([exact]).endswith("(keys, values, shapes, dtypes).")
+    summary = report.checked_summary([exact, partial])
+    assert "equal: WithPadding" in summary
+    assert "not comparable value for value: ForLanguageModeling, where the ids before" in summary
+
+
+def test_load_and_disagreeing_repeats_are_warned_about():
+    quiet = [_result("DataCollatorWithPadding", 0.05)]
+    assert report.load_warnings(quiet, load=0.5, cpus=2) == []
+    assert report.load_warnings(quiet, load=None, cpus=2) == []
+    [busy] = report.load_warnings(quiet, load=3.5, cpus=2)
+    assert "load average (3.5) exceeds the 2 CPUs" in busy
+    noisy = [_result("DataCollatorWithPadding", report.SPREAD_WARNING + 0.01)] + quiet
+    [warning] = report.load_warnings(noisy, load=0.5, cpus=2)
+    assert "disagreed by more than 25% in 1 of 2 configurations (WithPadding [lists, batch 8])" in (
+        warning.replace("\n  ", " ")
+    )
+
+
+def test_a_variant_gets_its_own_block_within_100_columns():
+    r = _result("DataCollatorForLanguageModeling", 0.0)
+    r.seconds['fastcollate mask_rng="torch"'] = 1e-4
+    table = report.format_table([r])
+    assert 'ForLanguageModeling, mask_rng="torch": torch\'s generator draws the masks' in table
+    assert max(len(line) for line in table.splitlines()) <= 100
+
+
+def test_the_command_line_is_recorded_as_typed():
+    main = str(BENCH.parent / "__main__.py")
+    assert report.command_line([main, "bench", "--quick"]) == "python -m fastcollate bench --quick"
+    assert report.command_line(["benches/x.py", "--a", "b c"]) == "python benches/x.py --a 'b c'"
 
 
 def test_a_debug_build_is_refused(monkeypatch, capsys):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 
@@ -146,39 +147,49 @@ def test_no_command_is_a_usage_error(capsys):
     assert "usage:" in capsys.readouterr().err
 
 
-def test_a_run_counts_progress_and_writes_json_and_plot(tmp_path, capsys):
+def test_a_run_counts_progress_and_writes_json_and_plot(tmp_path, capsys, monkeypatch):
     pytest.importorskip("matplotlib")
     figures, picture = tmp_path / "bench.json", tmp_path / "bench.png"
-    code = entry.main(
-        [
-            "bench",
-            "--quick",
-            "--cases",
-            "WithPadding,ForTokenClassification",
-            "--formats",
-            "lists,numpy",
-            "--batch-sizes",
-            "2,3",
-            "--repeat",
-            "1",
-            "--json",
-            str(figures),
-            "--plot",
-            str(picture),
-        ]
-    )
+    argv = [
+        "bench",
+        "--quick",
+        "--cases",
+        "WithPadding,ForTokenClassification",
+        "--formats",
+        "lists,numpy",
+        "--batch-sizes",
+        "2,3",
+        "--repeat",
+        "1",
+        "--json",
+        str(figures),
+        "--plot",
+        str(picture),
+    ]
+    # The results file records the command line the process was started with.
+    monkeypatch.setattr(sys, "argv", [entry.__file__, *argv])
+    code = entry.main(argv)
     out, err = capsys.readouterr()
     assert code == 0, err
     progress = [line.split("]")[0] + "]" for line in err.splitlines() if line.startswith("[")]
     assert progress == [f"[{i}/8]" for i in range(1, 9)]
     assert "WithPadding" in out and "ForTokenClassification" in out
+    # The report says what was checked before timing, and stays within 100 columns.
+    assert "Checked before timing: each configuration gave transformers' output" in out
+    assert max(len(line) for line in out.splitlines()) <= 100
+    assert max(len(line) for line in err.splitlines()) <= 100
+    assert re.search(r"^took \d+ s$", out, re.MULTILINE)
 
     data = json.loads(figures.read_text())
     env = data["environment"]
     assert env["fastcollate"] == fastcollate.__version__
     assert env["build_profile"] == "release"
-    for key in ("cpu", "cpu_count", "python", "numpy", "torch", "transformers"):
+    for key in ("cpu", "cpu_count", "python", "numpy", "torch", "transformers", "date"):
         assert env[key]
+    # The command that wrote the file, as a user would type it.
+    assert env["command"].startswith("python -m fastcollate bench --quick --cases WithPadding")
+    assert env["command"].endswith(f"--json {figures} --plot {picture}")
+    assert env["wall_seconds"] > 0
     assert data["settings"]["repeat"] == 1
     assert data["settings"]["arguments"] == {
         "quick": True,

@@ -80,7 +80,9 @@ def test_missing_extras_give_the_install_command(blocked, expression, extra):
     )
     assert done.returncode == 0, done.stderr
     message = done.stdout.strip()
+    # Both forms until a release is on an index: from an index, and from a source checkout.
     assert f"pip install 'fastcollate[{extra}]'" in message
+    assert f"pip install '.[{extra}]'" in message
     assert expression.rstrip("()") in message
 
 

@@ -1,25 +1,42 @@
 """A griffe extension for the docs build: `fastcollate` imports a few public names on first use
-(through the module's `__getattr__`, so `import fastcollate` stays light), which static analysis
-cannot see. For each name in `fastcollate.__all__` that the package does not define statically,
-this imports it the way a user would (`getattr(fastcollate, name)`) and adds an alias to where
-the object really lives, so `::: fastcollate.Trainer` renders like any other public name."""
+(through the module's `__getattr__` and its `_LAZY` table, so `import fastcollate` stays light),
+which griffe's static analysis does not follow. For each name in `_LAZY`, this adds an alias to
+the module the table names, so `::: fastcollate.Trainer` renders like any other public name.
+
+The table is read from `fastcollate/__init__.py`'s syntax tree, never imported: the docs build
+needs only the `docs` extra, not torch, transformers, TRL or Ray (the lazy modules import them).
+"""
 
 from __future__ import annotations
 
-import importlib
+import ast
 from typing import Any
 
 import griffe
 
 
+def lazy_exports(source: str, package: str) -> dict[str, str]:
+    """name -> the dotted path of the object, from the `_LAZY = {name: (".module", ...)}`
+    assignment in the package's `__init__.py` source."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "_LAZY" for t in node.targets
+        ):
+            table = ast.literal_eval(node.value)
+            return {
+                name: f"{package}{module}.{name}" if module.startswith(".") else f"{module}.{name}"
+                for name, (module, *_) in table.items()
+            }
+    raise ValueError(f"{package}/__init__.py has no _LAZY table")
+
+
 class LazyExports(griffe.Extension):
-    def on_package(self, *, pkg: griffe.Module, loader: griffe.GriffeLoader, **kwargs: Any) -> None:
+    def on_package(self, *, pkg: griffe.Module, **kwargs: Any) -> None:
         if pkg.path != "fastcollate":
             return
-        module = importlib.import_module("fastcollate")
-        for name in module.__all__:
-            if name in pkg.members:
-                continue
-            value = getattr(module, name)
-            target = f"{value.__module__}.{value.__qualname__}"
-            pkg.set_member(name, griffe.Alias(name, target, parent=pkg))
+        init = pkg.filepath
+        if isinstance(init, list):  # a namespace package has no __init__.py
+            return
+        for name, target in lazy_exports(init.read_text(encoding="utf-8"), pkg.path).items():
+            if name not in pkg.members:
+                pkg.set_member(name, griffe.Alias(name, target, parent=pkg))

@@ -5,14 +5,23 @@ from __future__ import annotations
 import importlib
 
 
+def install_command(extra: str) -> str:
+    """How to install fastcollate's `extra`: from a package index once fastcollate is released
+    there, and from a source checkout (fastcollate is not on PyPI yet, so both are given)."""
+    return (
+        f"pip install 'fastcollate[{extra}]' (from a package index) "
+        f"or pip install '.[{extra}]' (in a fastcollate source checkout)"
+    )
+
+
 def require(feature: str, extra: str, *modules: str) -> None:
     """Imports `modules`; if one is missing, raises ImportError saying that `feature` needs it
-    and which extra of fastcollate installs it (`pip install 'fastcollate[extra]'`)."""
+    and how to install the extra of fastcollate that brings it (`install_command`)."""
     for module in modules:
         try:
             importlib.import_module(module)
         except ImportError as err:
             raise ImportError(
                 f"{feature} needs {' and '.join(modules)}, but {err}. "
-                f"Install it with: pip install 'fastcollate[{extra}]'"
+                f"Install it with: {install_command(extra)}"
             ) from None

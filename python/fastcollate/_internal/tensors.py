@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from .extras import install_command
+
 RETURN_TENSORS = (None, "np", "pt")
 
 
@@ -36,9 +38,7 @@ def torch_module():
     try:
         import torch
     except ImportError as err:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "return_tensors='pt' needs PyTorch: pip install 'fastcollate[torch]'"
-        ) from err
+        raise ImportError(f"return_tensors='pt' needs PyTorch: {install_command('torch')}") from err
     return torch
 
 

@@ -11,11 +11,12 @@ import argparse
 import dataclasses
 import os
 import sys
+import time
 import warnings
 from collections.abc import Sequence
 
 import fastcollate
-from fastcollate._internal.extras import require
+from fastcollate._internal.extras import install_command, require
 
 from . import report, sampling, timing
 from .cases import CASES, resolve_cases, short_name
@@ -102,7 +103,7 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
         "Time fastcollate against transformers' collators and hand-written baselines on the "
         "same batches (ms per batch), or with --sampling the training samplers (real tokens "
         "per batch, seconds per epoch). Needs transformers and torch: "
-        "pip install 'fastcollate[transformers]'."
+        f"{install_command('transformers')}."
     )
     sizes = ",".join(map(str, timing.DEFAULT_BATCH_SIZES))
     quick_sizes = ",".join(map(str, QUICK_BATCH_SIZES))
@@ -116,9 +117,11 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
         "--quick",
         action="store_true",
         help=(
-            "a first look in well under a minute: batch sizes "
-            f"{quick_sizes} and {QUICK_REPEAT} shorter runs each; with --sampling, "
-            f"{sampling.QUICK_ROWS:,} rows per distribution (default: off)"
+            f"a first look: all {len(CASES)} collators x {len(FORMATS)} row formats x batch "
+            f"sizes {quick_sizes} ({len(CASES) * len(FORMATS) * len(QUICK_BATCH_SIZES)} "
+            f"configurations), {QUICK_REPEAT} shorter runs each; the run prints how long it "
+            f"took. With --sampling, {sampling.QUICK_ROWS:,} rows per distribution "
+            "(default: off)"
         ),
     )
     both.add_argument(
@@ -146,7 +149,7 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
         metavar="FILE.png",
         default=None,
         help="also draw the figures to FILE.png; needs matplotlib: "
-        "pip install 'fastcollate[plot]' (default: none)",
+        f"{install_command('plot')} (default: none)",
     )
 
     collators = parser.add_argument_group("collators (without --sampling)")
@@ -172,8 +175,8 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
             "collators to time, by the short name the table prints or the full class name: "
             f"{', '.join(short_name(c.name) for c in CASES)} (default: all); or `trl` alone: "
             "TRL's collators, SFT dataset preparation and pack_dataset against fastcollate's "
-            f"(batch sizes {','.join(map(str, TRL_BATCH_SIZES))} unless given; needs "
-            "pip install 'fastcollate[trl]' datasets); or `speech` alone: "
+            f"(batch sizes {','.join(map(str, TRL_BATCH_SIZES))} unless given; needs the trl "
+            "extra and datasets); or `speech` alone: "
             "Wav2Vec2FeatureExtractor.pad of 1-16 s clips against fastcollate.pad and a plain "
             f"copy of the output (batch sizes {','.join(map(str, SPEECH_BATCH_SIZES))} unless "
             "given)"
@@ -338,6 +341,7 @@ def _note(line: str) -> None:
 
 
 def run_collators(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
     batch_sizes = args.batch_sizes or list(
         QUICK_BATCH_SIZES if args.quick else timing.DEFAULT_BATCH_SIZES
     )
@@ -357,8 +361,10 @@ def run_collators(args: argparse.Namespace) -> int:
             progress=Progress(len(selected) * len(batch_sizes) * len(formats)),
         )
     env = report.environment()
+    env["wall_seconds"] = round(time.perf_counter() - started, 1)
     print()
     print(report.report(results, repeat, env))
+    print(f"took {env['wall_seconds']:.0f} s")
     if args.json is not None:
         arguments = {
             "quick": args.quick,
@@ -394,8 +400,12 @@ def run_trl(args: argparse.Namespace) -> int:
     print(trl_suite.header())
     print(trl_suite.format_tables(results, settings))
     if args.json is not None:
+        env = report.environment()
+        env.update(
+            trl=report.installed_version("trl"), datasets=report.installed_version("datasets")
+        )
         record = {
-            "environment": report.environment(),
+            "environment": env,
             "arguments": {"quick": args.quick, "cases": [TRL], **dataclasses.asdict(settings)},
             "results": [r.as_dict() for r in results],
         }

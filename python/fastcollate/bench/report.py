@@ -3,9 +3,12 @@ the environment the figures depend on."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import platform
+import shlex
+import sys
 from importlib import metadata
 from typing import Any
 
@@ -40,7 +43,7 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def _installed_version(distribution: str) -> str | None:
+def installed_version(distribution: str) -> str | None:
     # From the installed metadata: importing transformers to read its version takes seconds.
     try:
         return metadata.version(distribution)
@@ -48,10 +51,39 @@ def _installed_version(distribution: str) -> str | None:
         return None
 
 
+def command_line(argv: list[str] | None = None) -> str:
+    """The command that started this process, as a user would type it: `python -m fastcollate
+    ...` for the package's command line, `python SCRIPT ...` for a script."""
+    argv = list(sys.argv if argv is None else argv)
+    if not argv or not argv[0]:
+        return "python"
+    script = argv[0]
+    if script.endswith(os.path.join("fastcollate", "__main__.py")):
+        return shlex.join(["python", "-m", "fastcollate", *argv[1:]])
+    if os.path.isabs(script):
+        try:
+            script = os.path.relpath(script)
+        except ValueError:  # another drive (Windows)
+            pass
+    return shlex.join(["python", script, *argv[1:]])
+
+
+def load_average() -> float | None:
+    """The 1-minute load average (None where the OS has none)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
 def environment() -> dict[str, Any]:
     """What the figures depend on: CPU, Python and library versions (None when a library is not
-    installed), the build."""
+    installed), the build; and the run: its command, the date (UTC) and the load average when
+    it ended."""
     return {
+        "command": command_line(),
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "load_average": load_average(),
         "cpu": cpu_name(),
         "cpu_count": os.cpu_count(),
         "machine": platform.machine(),
@@ -59,68 +91,160 @@ def environment() -> dict[str, Any]:
         "python": platform.python_version(),
         "python_implementation": platform.python_implementation(),
         "numpy": np.__version__,
-        "torch": _installed_version("torch"),
-        "transformers": _installed_version("transformers"),
+        "torch": installed_version("torch"),
+        "transformers": installed_version("transformers"),
         "fastcollate": fastcollate.__version__,
         "build_profile": fastcollate.build_profile,
     }
 
 
 def machine_description(env: dict[str, Any] | None = None) -> str:
+    """Two lines: the machine, then the versions the figures depend on."""
     env = env or environment()
     return (
-        f"{env['cpu']}, {env['cpu_count']} CPUs, Python {env['python']}, numpy {env['numpy']}, "
-        f"torch {env['torch']}, transformers {env['transformers']}, "
-        f"fastcollate {env['fastcollate']} ({env['build_profile']})"
+        f"{env['cpu']}, {env['cpu_count']} CPUs, Python {env['python']}\n"
+        f"numpy {env['numpy']}, torch {env['torch']}, transformers {env['transformers']}, "
+        f"fastcollate {env['fastcollate']} ({env['build_profile']} build)"
     )
 
 
-def format_table(results: list[Result]) -> str:
-    baseline_names: list[str] = []
+# A method's repeats disagreeing by more than this share of their median makes the report warn
+# that the machine was busy and the figures are not to be trusted.
+SPREAD_WARNING = 0.25
+# Headers of the table: one block per collator (and per fastcollate variant), one line per row
+# format and batch size. "baseline" is the faster hand-written baseline of the collator.
+HEADERS = ["rows", "batch", "transformers", "baseline", "fastcollate", "vs transformers"]
+HEADERS += ["vs baseline"]
+
+
+def _variants(results: list[Result]) -> list[str]:
+    """The fastcollate variants the results hold ("fastcollate mask_rng=..."), in order."""
+    names: list[str] = []
     for r in results:
-        for name in r.seconds:
-            if name not in ("transformers", "fastcollate") and name not in baseline_names:
-                baseline_names.append(name)
-    headers = ["case", "rows", "batch", "transformers", *baseline_names, "fastcollate"]
-    headers += ["vs transformers", "vs best baseline"]
+        names += [n for n in r.seconds if n.startswith("fastcollate ") and n not in names]
+    return names
+
+
+def _block(results: list[Result], method: str) -> list[list[str]]:
     lines = []
     for r in results:
+        ours = r.seconds[method]
+        best = r.best_baseline
         lines.append(
             [
-                short_name(r.case),
                 r.format,
                 str(r.batch_size),
                 milliseconds(r.seconds["transformers"]),
-                *[milliseconds(r.seconds.get(name)) for name in baseline_names],
-                milliseconds(r.seconds["fastcollate"]),
-                speedup(r.vs_transformers),
-                speedup(r.vs_best_baseline),
+                milliseconds(best),
+                milliseconds(ours),
+                speedup(r.seconds["transformers"] / ours),
+                speedup(None if best is None else best / ours),
             ]
         )
-    widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(headers)]
-    left = {0, 1}
+    return lines
+
+
+def format_table(results: list[Result]) -> str:
+    """ms per batch, one block per collator: a heading line (the collator, and for a
+    fastcollate variant such as `mask_rng="torch"` what it is), then a line per row format and
+    batch size. Lines stay within 100 columns."""
+    blocks: list[tuple[str, list[list[str]]]] = []
+    for case in dict.fromkeys(r.case for r in results):
+        case_results = [r for r in results if r.case == case]
+        baselines = [
+            n
+            for n in dict.fromkeys(k for r in case_results for k in r.seconds)
+            if n != "transformers" and not n.startswith("fastcollate")
+        ]
+        heading = short_name(case)
+        if baselines:
+            heading += f" (baseline: the faster of {' and '.join(baselines)})"
+        blocks.append((heading, _block(case_results, "fastcollate")))
+        for variant in _variants(case_results):
+            option = variant.removeprefix("fastcollate ")
+            blocks.append(
+                (
+                    f"{short_name(case)}, {option}: torch's generator draws the masks, as in "
+                    "transformers",
+                    _block(case_results, variant),
+                )
+            )
+    rows = [line for _, lines in blocks for line in lines]
+    widths = [max(len(h), *(len(line[i]) for line in rows)) for i, h in enumerate(HEADERS)]
 
     def render(cells: list[str]) -> str:
         return "  ".join(
-            c.ljust(w) if i in left else c.rjust(w)
+            c.ljust(w) if i == 0 else c.rjust(w)
             for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        )
+        ).rstrip()
 
-    out = [render(headers), render(["-" * w for w in widths])]
-    previous = None
-    for r, line in zip(results, lines, strict=True):
-        if previous is not None and previous != r.case:
-            out.append("")
-        previous = r.case
-        out.append(render(line))
+    out = [render(HEADERS), render(["-" * w for w in widths])]
+    for heading, lines in blocks:
+        out.append(heading)
+        out += [render(line) for line in lines]
     return "\n".join(out)
 
 
+def checked_summary(results: list[Result]) -> str:
+    """What was checked against transformers' output before anything was timed."""
+    cases = list(dict.fromkeys(r.case for r in results))
+    partial = {r.case: r.checked for r in results if r.checked != "equal"}
+    exact = [short_name(c) for c in cases if c not in partial]
+    lines = [
+        "Checked before timing: each configuration gave transformers' output "
+        "(keys, values, shapes, dtypes)" + (":" if partial else ".")
+    ]
+    if partial:
+        lines.append(f"  equal: {', '.join(exact) or 'none'}")
+        for case, what in partial.items():
+            lines.append(f"  not comparable value for value: {short_name(case)}, where {what}")
+    return "\n".join(_wrap(line) for line in lines)
+
+
+def _wrap(line: str, width: int = 100) -> str:
+    import textwrap
+
+    indent = " " * (len(line) - len(line.lstrip()) + 2)
+    return textwrap.fill(line, width, subsequent_indent=indent)
+
+
+def load_warnings(
+    results: list[Result], load: float | None, cpus: int | None, margin: float = SPREAD_WARNING
+) -> list[str]:
+    """Warnings that the figures are unreliable: a load average above the CPU count, and the
+    configurations whose repeats disagreed by more than `margin` of their median."""
+    warnings = []
+    if load is not None and cpus and load > cpus:
+        warnings.append(
+            f"warning: the load average ({load:.1f}) exceeds the {cpus} CPUs: other work was "
+            "running, so the figures are lower and noisier than on a quiet machine"
+        )
+    noisy = [
+        f"{short_name(r.case)} [{r.format}, batch {r.batch_size}]"
+        for r in results
+        if any(r.spread.get(m, 0.0) > margin for m in ("transformers", "fastcollate"))
+    ]
+    if noisy:
+        shown = ", ".join(noisy[:4]) + (f" and {len(noisy) - 4} more" if len(noisy) > 4 else "")
+        warnings.append(
+            f"warning: the repeats disagreed by more than {margin:.0%} in {len(noisy)} of "
+            f"{len(results)} configurations ({shown}): the machine was busy; rerun on a quiet "
+            "machine for figures to publish"
+        )
+    return [_wrap(w) for w in warnings]
+
+
 def report(results: list[Result], repeat: int, env: dict[str, Any] | None = None) -> str:
-    return (
-        f"ms per batch (median of {repeat} runs; one torch thread, as in DataLoader workers)\n"
-        f"{machine_description(env)}\n{format_table(results)}"
-    )
+    env = env or environment()
+    parts = [
+        f"ms per batch (median of {repeat} runs; one torch thread, as in DataLoader workers)",
+        machine_description(env),
+        format_table(results),
+        "",
+        checked_summary(results),
+    ]
+    parts += load_warnings(results, env.get("load_average"), env.get("cpu_count"))
+    return "\n".join(parts)
 
 
 def as_json(

@@ -23,6 +23,7 @@ the same lengths, whose output is checked to be the same.
 from __future__ import annotations
 
 import dataclasses
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -194,7 +195,7 @@ def format_table(results: list[SamplingResult], settings: SamplingSettings) -> s
         "(batches x max_tokens). s/epoch: torch's RandomSampler for random, fastcollate's "
         "samplers otherwise; transformers: its twin on the same lengths (same output)."
     )
-    return "\n".join(lines)
+    return "\n".join(textwrap.fill(line, 100) if len(line) > 100 else line for line in lines)
 
 
 def as_json(

@@ -7,14 +7,14 @@ import gc
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 import fastcollate
 
-from .cases import CASES, Case
+from .cases import CASES, Case, short_name
 from .checks import check_same
 from .errors import BenchError
 from .workload import FORMATS, SEED, as_format, bert_tokenizer
@@ -30,7 +30,12 @@ class Result:
     case: str
     format: str
     batch_size: int
-    seconds: dict[str, float]  # method -> seconds per batch
+    seconds: dict[str, float]  # method -> seconds per batch (the median over the repeats)
+    # method -> (slowest - fastest) / median over the repeats: how much they disagreed
+    spread: dict[str, float] = field(default_factory=dict)
+    # How fastcollate's output was checked against transformers' before timing: "equal", or
+    # what was compared where the outputs differ by design (Case.partial_check).
+    checked: str = "equal"
 
     @property
     def vs_transformers(self) -> float:
@@ -58,6 +63,8 @@ class Result:
             "ms_per_batch": {k: v * 1e3 for k, v in self.seconds.items()},
             "speedup_vs_transformers": self.vs_transformers,
             "speedup_vs_best_baseline": self.vs_best_baseline,
+            "spread": self.spread,
+            "checked": self.checked,
         }
 
 
@@ -83,11 +90,11 @@ def time_methods(
     batches: list[list],
     repeat: int,
     min_seconds: float,
-) -> dict[str, float]:
-    """Seconds per call of each method: the median over `repeat` runs, each cycling over the
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Seconds per call of each method, the median over `repeat` runs, each cycling over the
     batches for at least `min_seconds` (calibrated after a warm-up pass, like timeit's
-    autorange). Runs of the methods take turns, so that load from elsewhere on the machine
-    weighs on all of them alike."""
+    autorange); and each method's spread, (slowest - fastest) / median. Runs of the methods
+    take turns, so that load from elsewhere on the machine weighs on all of them alike."""
     clock = time.perf_counter
     calls = {}
     for name, collate in methods.items():
@@ -103,7 +110,12 @@ def time_methods(
             for i in range(calls[name]):
                 collate(batches[i % len(batches)])
             timings[name].append((clock() - start) / calls[name])
-    return {name: statistics.median(values) for name, values in timings.items()}
+    medians = {name: statistics.median(values) for name, values in timings.items()}
+    spread = {
+        name: (max(values) - min(values)) / medians[name] if medians[name] > 0 else 0.0
+        for name, values in timings.items()
+    }
+    return medians, spread
 
 
 def run(
@@ -190,12 +202,14 @@ def _run_case(
                             raise BenchError(f"{label} {name}: {problem}")
                     else:
                         check_same(f"{label} {name}", ours, expected)
-            seconds = time_methods(methods, batches, repeat, min_seconds)
-            result = Result(case.name, fmt, batch_size, seconds)
+            seconds, spread = time_methods(methods, batches, repeat, min_seconds)
+            checked = "equal" if case.check is None else case.partial_check
+            result = Result(case.name, fmt, batch_size, seconds, spread, checked)
             results.append(result)
             if progress:
                 progress(
-                    f"{label}: fastcollate {seconds['fastcollate'] * 1e3:.4f} ms, "
+                    f"{short_name(case.name)} [{fmt}, batch {batch_size}]: "
+                    f"fastcollate {seconds['fastcollate'] * 1e3:.4f} ms, "
                     f"{result.vs_transformers:.0f}x transformers"
                 )
     return results

@@ -7,8 +7,8 @@ same packed dataset), decided in Rust from the Arrow offsets. `prepare_tokenized
 is what `SFTTrainer` does to a tokenized dataset (labels from the masks, truncation, filtering,
 packing) as column operations over the Arrow buffers. `SFTTrainer`, `DPOTrainer`,
 `RewardTrainer` and `KTOTrainer` are TRL's trainers with their DataLoaders reading batches
-straight from Arrow (`patch_trl()` puts them in `trl`). Needs
-`pip install 'fastcollate[trl]'`.
+straight from Arrow (`patch_trl()` puts them in `trl`). Needs the `trl` extra:
+`pip install 'fastcollate[trl]'`, or `pip install '.[trl]'` in a source checkout.
 
 The preference collators: DPO's `DataCollatorForPreference`, the reward trainer's class of the
 same name as `RewardDataCollatorForPreference`, KTO's `DataCollatorForUnpairedPreference`; and
