@@ -25,7 +25,13 @@ def run(*command: str, cwd: Path) -> str:
 
 
 def test_every_example_has_a_test():
-    tested = {"imdb_bert.py", "packed_causal_lm.py", "torchrun_ddp.py", "speech_ctc.py"}
+    tested = {
+        "imdb_bert.py",
+        "packed_causal_lm.py",
+        "torchrun_ddp.py",
+        "speech_ctc.py",
+        "accelerate_stream.py",
+    }
     assert {path.name for path in EXAMPLES.glob("*.py")} == tested
 
 
@@ -87,3 +93,28 @@ def test_torchrun_ddp_runs_on_two_processes(model_path, tmp_path):
     assert ranks[0]["steps"] == ranks[1]["steps"] > 0  # equal steps: no rank waits for another
     for rank in ranks:
         assert sum(rank["losses"][-3:]) < sum(rank["losses"][:3])  # it learns
+
+
+@pytest.mark.slow
+def test_accelerate_stream_prepares_without_resharding(model_path, tmp_path):
+    """`fastcollate.prepare` under 2 torchrun processes: every row of the stream trained once
+    per epoch across the ranks (plus the repeated first batch of an uneven last round), both
+    ranks as many steps."""
+    report = tmp_path / "report"
+    report.mkdir()
+    run(
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+        "--master_addr=127.0.0.1", f"--master_port={free_port()}",
+        str(EXAMPLES / "accelerate_stream.py"), "--tiny", "--tokenizer", model_path,
+        "--max-tokens", "256", "--epochs", "2", "--report", str(report),
+        cwd=tmp_path,
+    )
+    ranks = [json.loads((report / f"rank{rank}.json").read_text()) for rank in range(2)]
+    assert len(ranks[0]["losses"]) == len(ranks[1]["losses"]) > 0
+    total = ranks[0]["dataset_rows"]
+    for epoch in range(2):
+        batches = [batch for rank in ranks for batch in rank["rows"][epoch]]
+        rows = [row for batch in batches for row in batch]
+        assert set(rows) == set(range(total))
+        # Rows seen twice: only the first batch, repeated to fill an uneven last round.
+        assert len(rows) - total <= max(len(batch) for batch in batches)

@@ -63,6 +63,7 @@ def test_padding_needs_only_numpy():
         (["torch"], "fastcollate.LengthGroupedSampler", "torch"),
         (["torch"], "fastcollate.DistributedLengthGroupedSampler", "torch"),
         (["ray"], "fastcollate.RayCollateFn", "ray"),
+        (["accelerate"], "fastcollate.prepare", "transformers"),
     ],
 )
 def test_missing_extras_give_the_install_command(blocked, expression, extra):

@@ -205,7 +205,9 @@ def test_dataloader_workers_take_disjoint_batches(source):
             def __iter__(self):
                 return iter(rows)
         data = Rows()
-    stream = fastcollate.PackedStream(data, 400, buffer=128, seed=1)
+    # A torch IterableDataset does not say whether it splits itself by worker: said here.
+    sharded = {"source_sharded": False} if source == "torch" else {}
+    stream = fastcollate.PackedStream(data, 400, buffer=128, seed=1, **sharded)
     alone = list(stream)
     loader = torch.utils.data.DataLoader(stream, batch_size=None, num_workers=2,
                                          collate_fn=lambda batch: batch)
@@ -285,8 +287,10 @@ def test_bad_sources():
         fastcollate.PackedStream(5, 16)
     source = datasets.Dataset.from_list(make_rows([3, 4])).to_iterable_dataset(num_shards=2)
     split = split_dataset_by_node(source, rank=0, world_size=2)
-    with pytest.raises(ValueError, match="split_dataset_by_node"):
-        fastcollate.PackedStream(split, 16)
+    # Split by node: this rank's rows, never dealt out to the ranks again.
+    assert fastcollate.PackedStream(split, 16, num_replicas=2, rank=0).source_sharded is None
+    assert sorted(r["row"] for b in fastcollate.PackedStream(split, 16, num_replicas=2, rank=0)
+                  for r in b) == [0]
 
 
 def test_numpy_and_tensor_rows():

@@ -5,8 +5,9 @@ change. `__version__` is the package version; `build_profile` is "release" for a
 build (wheels, `pip install`) and "debug" for a development build, whose timings mean nothing.
 `LengthGroupedSampler`, `DistributedLengthGroupedSampler`, `BatchRebalanceSampler`,
 `PackedStream`, `LengthGroupedStream` (need torch), `Trainer`, `Seq2SeqTrainer`,
-`TrainingArguments` (need transformers), `patch_trl`, `unpatch_trl`, `TRLPatch` (need TRL)
-and `RayCollateFn` (needs Ray Data) are imported on first use.
+`TrainingArguments` (need transformers), `patch_trl`, `unpatch_trl`, `TRLPatch` (need TRL),
+`RayCollateFn` (needs Ray Data) and `prepare` (needs accelerate) are imported on
+first use.
 """
 
 from ._native import __version__, build_profile
@@ -68,6 +69,7 @@ __all__ = [
     "ArrowBatch",
     "collate_arrow",
     "RayCollateFn",
+    "prepare",
 ]
 
 # Names that need torch / transformers load on first use, so `import fastcollate` stays light:
@@ -85,6 +87,7 @@ _LAZY = {
     "unpatch_trl": (".trl.patch", "trl", ("torch", "trl")),
     "TRLPatch": (".trl.patch", "trl", ("torch", "trl")),
     "RayCollateFn": (".integrations.ray_data", "ray", ("ray.data",)),
+    "prepare": (".integrations.accelerate_loader", "transformers", ("torch", "accelerate")),
 }
 
 

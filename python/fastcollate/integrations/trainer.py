@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import math
+import json
+import os
 import warnings
 from typing import Any
 
 import torch
 import transformers
-from transformers.trainer_utils import has_length
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, has_length
 
 from .._internal.datasets import is_datasets_dataset
 from .._internal.patching import original
@@ -19,6 +20,7 @@ from ..arrow.trainer_datasets import ArrowDataLoaderMixin, unwrap
 from ..collators import DataCollatorWithFlattening, DataCollatorWithPadding, default_data_collator
 from ..sampling.lengths import sequence_lengths
 from ..sampling.samplers import LengthGroupedSampler
+from .accelerate_loader import prepare_rank_aware_loader
 from .trainer_sampling import (
     CutToTokenBudget,
     grouped_stream,
@@ -26,7 +28,6 @@ from .trainer_sampling import (
     is_packed,
     packed_sampler,
     packed_stream,
-    prepare_rank_aware_loader,
     rebalance_sampler,
     stream_warning,
 )
@@ -66,19 +67,43 @@ def pins_in_collator(args: Any, data_collator: Any, cuda_available: bool) -> boo
 _TRAINER_SIGNATURE = inspect.signature(transformers.Trainer.__init__)
 
 
-class CollatorEpochs(transformers.TrainerCallback):
-    """Calls the trainer's collator's `set_epoch(epoch)` (fastcollate's
-    DataCollatorForLanguageModeling keys its seeded masks by it) at the start of each epoch,
-    before the epoch's DataLoader starts its workers."""
+# Written into each checkpoint: the epoch the training loop was in and how many of its batches
+# were trained, which transformers cannot recover from global_step on a stream.
+STREAM_POSITION_NAME = "fastcollate_stream_position.json"
+
+
+class StreamPosition(transformers.TrainerCallback):
+    """Counts the batches trained in the current epoch (one substep or step per batch) and
+    writes the epoch and that count into each checkpoint the trainer saves."""
 
     def __init__(self, trainer: transformers.Trainer):
         self.trainer = trainer
+        self.epoch = 0
+        self.batches = 0
 
-    def on_epoch_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        set_epoch = getattr(self.trainer.data_collator, "set_epoch", None)
-        if callable(set_epoch):
-            # state.epoch is fractional when a run resumes inside an epoch.
-            set_epoch(math.floor((state.epoch or 0) + 1e-6))
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.batches += 1
+
+    def on_substep_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.batches += 1
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        directory = os.path.join(
+            self.trainer._get_output_dir(None), f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+        )
+        if state.is_world_process_zero and os.path.isdir(directory):
+            with open(os.path.join(directory, STREAM_POSITION_NAME), "w") as f:
+                json.dump({"epoch": self.epoch, "batches": self.batches}, f)
+
+
+def saved_stream_position(checkpoint: str) -> tuple[int, int] | None:
+    """(epoch, batches trained in it) saved in `checkpoint` by StreamPosition, or None."""
+    path = os.path.join(checkpoint, STREAM_POSITION_NAME)
+    if not os.path.isfile(path):
+        return None
+    with open(path) as f:
+        saved = json.load(f)
+    return int(saved["epoch"]), int(saved["batches"])
 
 
 class ArrowTrainerMixin(ArrowDataLoaderMixin):
@@ -100,7 +125,8 @@ class ArrowTrainerMixin(ArrowDataLoaderMixin):
             self.data_collator = CutToTokenBudget(
                 self.data_collator, self.args.max_tokens_per_batch
             )
-        self.add_callback(CollatorEpochs(self))
+        self._stream_position = StreamPosition(self)
+        self.add_callback(self._stream_position)
         # A stream the sampling strategy cannot serve is reported now, not at train().
         self._streams_warned: set[tuple[bool, str]] = set()
         self._check_stream(self.train_dataset, training=True)
@@ -110,6 +136,39 @@ class ArrowTrainerMixin(ArrowDataLoaderMixin):
 
     # help(), IDEs and inspect show transformers' arguments, which __init__ passes on as they are.
     __init__.__signature__ = _TRAINER_SIGNATURE  # type: ignore[attr-defined]
+
+    def _init_training_state(self, max_steps: int, num_update_steps_per_epoch: int,
+                             num_train_epochs: int, resume_from_checkpoint: Any,
+                             trial: Any) -> tuple[int, int]:
+        # transformers resumes at epoch global_step // steps per epoch, which on a stream (no
+        # length: max_steps) is always 0; the checkpoint says the epoch and batch.
+        epochs_trained, batches_trained = super()._init_training_state(
+            max_steps, num_update_steps_per_epoch, num_train_epochs, resume_from_checkpoint,
+            trial)
+        if resume_from_checkpoint is None or has_length(self.train_dataset):
+            return epochs_trained, batches_trained
+        saved = saved_stream_position(resume_from_checkpoint)
+        if saved is None:
+            return epochs_trained, batches_trained
+        epoch, batches = saved
+        return epoch, (0 if self.args.ignore_data_skip else batches)
+
+    def _run_epoch(self, *args: Any, **kwargs: Any) -> Any:
+        # The training loop's own epoch: the true one on a stream too, where state.epoch is
+        # steps / max_steps.
+        epoch = kwargs["epoch"]
+        position = self._stream_position
+        position.epoch = epoch
+        position.batches = 0
+        if (epoch == kwargs["epochs_trained"] and kwargs["resume_from_checkpoint"] is not None
+                and not self.args.ignore_data_skip):
+            position.batches = kwargs["steps_trained_in_current_epoch"]
+        # fastcollate's DataCollatorForLanguageModeling keys its seeded masks by the epoch; set
+        # before the epoch's DataLoader starts its workers.
+        set_epoch = getattr(self.data_collator, "set_epoch", None)
+        if callable(set_epoch):
+            set_epoch(epoch)
+        return super()._run_epoch(*args, **kwargs)
 
     def _check_stream(self, dataset: Any, training: bool) -> None:
         """Raises for a packed stream; warns once per (split, message) for a length strategy

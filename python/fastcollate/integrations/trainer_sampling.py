@@ -126,29 +126,6 @@ def grouped_stream(args: Any, dataset: Any, column: str) -> LengthGroupedStream:
     )
 
 
-def prepare_rank_aware_loader(accelerator: Any, loader: Any) -> Any:
-    """`accelerator.prepare(loader)` for a loader that already yields only this rank's batches:
-    device placement, `set_epoch` and the end-of-epoch signal as usual, but no second
-    sharding. (accelerate would dispatch a stream's batches from rank 0, or cut it into
-    per-process slices with IterableDatasetShard; it has no way to opt out per loader.)"""
-    from accelerate.data_loader import prepare_data_loader
-
-    prepared = prepare_data_loader(
-        loader,
-        accelerator.device,
-        num_processes=1,
-        process_index=0,
-        split_batches=False,
-        put_on_device=accelerator.device_placement,
-        rng_types=list(accelerator.rng_types),
-        dispatch_batches=False,
-        non_blocking=accelerator.non_blocking,
-        use_stateful_dataloader=accelerator.use_stateful_dataloader,
-    )
-    accelerator._dataloaders.append(prepared)
-    return prepared
-
-
 # The strategies that need every row's length; transformers' Trainer passes a stream to its
 # DataLoader as it is (no sampler), so they are not applied to one.
 LENGTH_STRATEGIES = ("group_by_length", "batch_rebalance")

@@ -14,11 +14,15 @@ import torch
 
 from .._internal.options import checked_count
 from .sharding import check_not_resharded, checked_world
+from .source_sharding import checked_sharding, readers_to_deal, sharding_for
 
 DEFAULT_BUFFER = 4096
 
 # Rows taken at a time from a datasets.IterableDataset (its `iter(batch_size=...)`).
 _READ_BATCH = 256
+
+# How many of an epoch's first batches a rank keeps to fill the rounds it has no batch for.
+_FILL_BATCHES = 8
 
 
 def _datasets_stream(value: Any) -> bool:
@@ -38,7 +42,23 @@ def rows_of(source: Any) -> Iterator[Any]:
             for values in zip(*(columns[key] for key in keys), strict=True):
                 yield dict(zip(keys, values, strict=True))
         return
+    if _ray_rows(source):
+        yield from source.iter_rows()
+        return
     yield from source
+
+
+def _process_group() -> bool:
+    distributed = torch.distributed
+    return distributed.is_available() and distributed.is_initialized()
+
+
+def _ray_rows(value: Any) -> bool:
+    """Whether `value` is a Ray Data iterator or Dataset (read through `iter_rows()`)."""
+    ray_data = sys.modules.get("ray.data")
+    types = tuple(t for t in (getattr(ray_data, "DataIterator", None),
+                              getattr(ray_data, "Dataset", None)) if t is not None)
+    return bool(types) and isinstance(value, types)
 
 
 def deal(batches: Iterable[list[Any]], readers: int, reader: int,
@@ -69,6 +89,41 @@ def deal(batches: Iterable[list[Any]], readers: int, reader: int,
         yield first[(total - total % readers + reader) % total]
 
 
+def even_across_ranks(batches: Iterable[list[Any]], drop_last: bool,
+                      stream: str) -> Iterator[list[Any]]:
+    """`batches` (this rank's own), as many as every other rank yields: one collective per
+    batch on torch.distributed's default group says whether any rank still has one. A rank
+    that runs out first repeats its epoch's first batches until every rank has run out; with
+    `drop_last`, every rank stops when the first one runs out."""
+    distributed = torch.distributed
+    device = torch.device("cpu")
+    if distributed.get_backend() == "nccl":
+        device = torch.device("cuda", torch.cuda.current_device())
+    operation = distributed.ReduceOp.MIN if drop_last else distributed.ReduceOp.MAX
+    first: list[list[Any]] = []
+    source = iter(batches)
+    exhausted = False
+    filled = 0
+    while True:
+        batch = None if exhausted else next(source, None)
+        exhausted = batch is None
+        more = torch.tensor([0 if exhausted else 1], dtype=torch.int64, device=device)
+        distributed.all_reduce(more, op=operation)
+        if int(more.item()) == 0:
+            return
+        if batch is None:
+            if not first:
+                raise ValueError(
+                    f"{stream}: rank {distributed.get_rank()} has no rows this epoch while "
+                    "other ranks do; give every rank part of the stream"
+                )
+            batch = first[filled % len(first)]
+            filled += 1
+        elif len(first) < _FILL_BATCHES:
+            first.append(batch)
+        yield batch
+
+
 class BufferedStream(torch.utils.data.IterableDataset):
     """The shared part of the buffered streams; a subclass makes the epoch's batches
     (`_batches`, every reader the same) from the rows `_buffers` reads."""
@@ -83,9 +138,12 @@ class BufferedStream(torch.utils.data.IterableDataset):
         num_replicas: int | None,
         rank: int | None,
         drop_last: bool,
+        source_sharded: Any,
     ):
         name = type(self).__name__
-        if not isinstance(iterable, Iterable) or isinstance(iterable, (str, bytes, Mapping)):
+        if not (isinstance(iterable, Iterable) or _ray_rows(iterable)) or isinstance(
+            iterable, (str, bytes, Mapping)
+        ):
             raise TypeError(
                 f"{name}: iterable must be an iterable of rows, not {type(iterable).__name__}"
             )
@@ -97,14 +155,19 @@ class BufferedStream(torch.utils.data.IterableDataset):
         self.column = column
         self.num_replicas, self.rank = checked_world(num_replicas, rank)
         self.drop_last = bool(drop_last)
-        if _datasets_stream(iterable) and getattr(iterable, "_distributed", None) is not None:
-            raise ValueError(
-                f"{name}: the datasets.IterableDataset was split with split_dataset_by_node; "
-                f"{name} gives each rank its own batches itself and needs every rank to read "
-                "the whole stream. Pass the stream unsplit"
-            )
+        self.source_sharded = checked_sharding(source_sharded)
+        # Whether a process group existed where the stream was made: a DataLoader worker, which
+        # has none, learns it from here.
+        self._process_group = _process_group()
+        # Refused now when the readers are known to be several (the ranks); DataLoader
+        # workers are only known when iterating.
+        sharding_for(iterable, self.source_sharded, name, self.num_replicas, 1)
         # In shared memory, so that persistent DataLoader workers see set_epoch too.
         self._epoch = torch.zeros((), dtype=torch.int64).share_memory_()
+        # Batches of the current epoch this reader has handed out, and how many of the
+        # epoch's batches the next iteration skips (load_state_dict).
+        self._yielded = 0
+        self._skip = 0
 
     @property
     def epoch(self) -> int:
@@ -115,10 +178,34 @@ class BufferedStream(torch.utils.data.IterableDataset):
         and the stream's own epoch when it has `set_epoch`."""
         check_not_resharded(type(self).__name__, self.num_replicas, sys._getframe(1))
         epoch = checked_count(epoch, "epoch", 0)
+        if epoch != self.epoch:
+            self._skip = 0  # a place loaded by load_state_dict was in another epoch
         self._epoch.fill_(epoch)
         set_source_epoch = getattr(self.iterable, "set_epoch", None)
         if callable(set_source_epoch):
             set_source_epoch(epoch)
+
+    def state_dict(self) -> dict[str, int]:
+        """Where this reader is: the epoch and how many of its batches of that epoch it has
+        handed out. (In a DataLoader worker, that worker's place: torchdata's
+        `StatefulDataLoader` asks each worker.)"""
+        return {"epoch": self.epoch, "batches": self._yielded}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resumes at `state` (from `state_dict`): sets the epoch, and the next iteration
+        yields that epoch's batches after the first `state["batches"]`, exactly those an
+        uninterrupted run would have yielded next. The buffers are rebuilt, not stored: the
+        skipped batches are read and planned again (not yielded), which needs the source to
+        give the same rows in the same order for the same epoch, as a seeded stream does."""
+        if not isinstance(state, Mapping) or not {"epoch", "batches"} <= set(state):
+            raise ValueError(
+                f"{type(self).__name__}.load_state_dict needs a mapping with 'epoch' and "
+                f"'batches' (what state_dict returns), not {state!r}"
+            )
+        batches = checked_count(state["batches"], "batches", 0)
+        self.set_epoch(state["epoch"])
+        self._skip = batches
+        self._yielded = batches
 
     def _length(self, row: Any, position: int) -> int:
         """The length of `row`'s `column` (the stream's row `position`), checked."""
@@ -195,9 +282,34 @@ class BufferedStream(torch.utils.data.IterableDataset):
             sizes = [sizes[i] for i in kept]
 
     def __iter__(self) -> Iterator[list[Any]]:
-        check_not_resharded(type(self).__name__, self.num_replicas, sys._getframe(1))
+        name = type(self).__name__
+        check_not_resharded(name, self.num_replicas, sys._getframe(1))
         worker = torch.utils.data.get_worker_info()
         workers, worker_id = (worker.num_workers, worker.id) if worker is not None else (1, 0)
-        readers = self.num_replicas * workers
-        reader = self.rank * workers + worker_id
-        return deal(self._batches(), readers, reader, self.drop_last)
+        ranks = self.num_replicas
+        sharding = sharding_for(self.iterable, self.source_sharded, name, ranks, workers)
+        readers, reader = readers_to_deal(sharding, ranks, self.rank, workers, worker_id)
+        skip, self._skip = self._skip, 0
+        batches = deal(self._batches(), readers, reader, self.drop_last)
+        if ranks == 1 or sharding not in ("rank", True):
+            return self._counted(batches, skip)  # every rank deals out the same batches
+        # Each rank packs its own rows: the ranks' batch counts are evened out by a
+        # collective, which only the process holding the process group can run.
+        if worker is not None and self._process_group:
+            raise ValueError(
+                f"{name}: the source yields each of the {ranks} ranks its own rows, so the "
+                "ranks' batch counts differ and are evened out by a collective, which a "
+                "DataLoader worker cannot run: iterate it with num_workers=0, or give every "
+                "rank the whole stream (source_sharded=False or 'worker')"
+            )
+        if worker is not None or not _process_group():
+            return self._counted(batches, skip)  # nothing to exchange: each rank its own count
+        return self._counted(even_across_ranks(batches, self.drop_last, name), skip)
+
+    def _counted(self, batches: Iterator[list[Any]], skip: int) -> Iterator[list[Any]]:
+        """`batches` after the first `skip`, counted for `state_dict`."""
+        self._yielded = 0
+        for batch in batches:
+            self._yielded += 1
+            if self._yielded > skip:
+                yield batch

@@ -33,10 +33,12 @@ class LengthGroupedStream(BufferedStream):
     Several processes and DataLoader workers are handled as by `PackedStream`: every reader
     reads the whole stream and groups it the same way, reader `r` of `n` keeps batches
     `r, r + n, ...`, and every reader yields the same number of batches (the last, uneven round
-    filled by repeating the epoch's first batches, or dropped with `drop_last=True`). The
-    stream must give every reader the same rows in the same order: do not shard it yourself.
-    `num_replicas` and `rank` default to torch.distributed's world size and rank when its
-    process group is initialized, else 1 and 0."""
+    filled by repeating the epoch's first batches, or dropped with `drop_last=True`), and so
+    is a source that is already split (`source_sharded`, read off the source where it can
+    be, a ValueError naming it where it cannot and several readers exist; each rank's batch
+    counts evened out by a collective when each rank groups its own rows). `num_replicas` and
+    `rank` default to torch.distributed's world size and rank when its process group is
+    initialized, else 1 and 0."""
 
     def __init__(
         self,
@@ -49,9 +51,11 @@ class LengthGroupedStream(BufferedStream):
         num_replicas: int | None = None,
         rank: int | None = None,
         drop_last: bool = False,
+        source_sharded: bool | str | None = None,
     ):
         super().__init__(iterable, buffer=buffer, seed=seed, column=column,
-                         num_replicas=num_replicas, rank=rank, drop_last=drop_last)
+                         num_replicas=num_replicas, rank=rank, drop_last=drop_last,
+                         source_sharded=source_sharded)
         self.batch_size = checked_count(batch_size, "batch_size", 1)
         if self.buffer < self.batch_size:
             raise ValueError(

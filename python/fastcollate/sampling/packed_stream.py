@@ -37,9 +37,18 @@ class PackedStream(BufferedStream):
     `r, r + n, ...`, so every row is in exactly one kept batch per epoch. Every reader yields
     the same number of batches: the last, uneven round is filled by repeating the epoch's
     first batches, or dropped with `drop_last=True`. Nothing is exchanged between processes,
-    so nothing can hang; the price is that each reader reads every row. The stream must give
-    every reader the same rows in the same order: do not shard it by rank or worker yourself
-    (`split_dataset_by_node` is refused). `num_replicas` and `rank` default to
+    so nothing can hang; the price is that each reader reads every row. A source that is
+    already split is never split again: `source_sharded` says which share each reader's
+    source yields (False: every row; "rank": this rank's rows, dealt out to its DataLoader
+    workers; "worker": this worker's rows, dealt out to the ranks; True: this reader's own).
+    It is read off a `datasets` stream (`split_dataset_by_node` means "rank"), a Ray Data
+    shard (`get_dataset_shard`: "rank"), a list or tuple (False) or the source's own
+    `source_sharded` attribute; for any other source read by several readers, not saying it
+    is a ValueError. When each rank packs its own rows, the ranks' batch counts are evened out
+    by one collective per batch on torch.distributed's process group (the rank that runs out
+    first repeats its epoch's first batches; `drop_last=True` stops every rank with the first
+    one), which needs the stream iterated in the main process (`num_workers=0`); without a
+    process group each rank yields its own count. `num_replicas` and `rank` default to
     torch.distributed's world size and rank when its process group is initialized, else 1
     and 0."""
 
@@ -55,9 +64,11 @@ class PackedStream(BufferedStream):
         num_replicas: int | None = None,
         rank: int | None = None,
         drop_last: bool = False,
+        source_sharded: bool | str | None = None,
     ):
         super().__init__(iterable, buffer=buffer, seed=seed, column=column,
-                         num_replicas=num_replicas, rank=rank, drop_last=drop_last)
+                         num_replicas=num_replicas, rank=rank, drop_last=drop_last,
+                         source_sharded=source_sharded)
         self.max_tokens = checked_count(max_tokens, "max_tokens", 1)
         self.truncate = bool(truncate)
 
