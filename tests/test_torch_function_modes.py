@@ -24,6 +24,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 from torch.overrides import TorchFunctionMode  # noqa: E402
+from torch_modes import LIES, Lie, Move  # noqa: E402
 
 import fastcollate  # noqa: E402
 
@@ -47,70 +48,6 @@ def test_each_route(exchange_table):
     output = result.stdout[-4000:] + result.stderr[-4000:]
     assert result.returncode == 0, f"exit status {result.returncode}:\n{output}"
     assert " passed" in result.stdout, output
-
-
-class Lie(TorchFunctionMode):
-    """Answers `target` (a torch function, method or property getter) with `answer()`."""
-
-    def __init__(self, target, answer):
-        super().__init__()
-        self.target, self.answer = target, answer
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func is self.target:
-            return self.answer()
-        return func(*args, **(kwargs or {}))
-
-
-Tensor = torch.Tensor
-# Every question the read paths (or anyone reading a tensor) could ask, with a false answer
-# that would read out of bounds, read the wrong values or skip a negation if believed.
-LIES = {
-    "data_ptr": (Tensor.data_ptr, lambda: 4096),
-    "len": (Tensor.__len__, lambda: 1 << 26),
-    "is_contiguous": (Tensor.is_contiguous, lambda: True),
-    "dtype": (Tensor.dtype.__get__, lambda: torch.int8),
-    "shape": (Tensor.shape.__get__, lambda: torch.Size([1 << 26])),
-    "size": (Tensor.size, lambda: torch.Size([1 << 26])),
-    "stride": (Tensor.stride, lambda: (0,)),
-    "storage_offset": (Tensor.storage_offset, lambda: 1 << 40),
-    "is_neg": (Tensor.is_neg, lambda: False),
-    "is_neg_true": (Tensor.is_neg, lambda: True),
-    "numel": (Tensor.numel, lambda: 1 << 26),
-    "device": (Tensor.device.__get__, lambda: torch.device("cpu")),
-    "is_cpu": (Tensor.is_cpu.__get__, lambda: True),
-    "ndim": (Tensor.ndim.__get__, lambda: 1),
-    "dim": (Tensor.dim, lambda: 1),
-    "element_size": (Tensor.element_size, lambda: 1),
-    "tolist": (Tensor.tolist, lambda: [7, 7, 7]),
-    "item": (Tensor.item, lambda: 1 << 70),
-    "numpy": (Tensor.numpy, lambda: np.zeros(1 << 20)),
-    "cat": (torch.cat, lambda: torch.zeros(1 << 20, dtype=torch.int64)),
-}
-
-
-class Move(TorchFunctionMode):
-    """On every torch call but the first `skip`, moves each victim's values to new memory
-    (keeping them) and scribbles over what it freed: a read through a pointer taken before
-    sees the scribbles, or crashes."""
-
-    def __init__(self, victims, how):
-        super().__init__()
-        self.victims, self.how = victims, how
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        with torch._C.DisableTorchFunction():
-            for victim in self.victims:
-                length, shape = victim.numel(), victim.shape
-                if self.how == "resize":
-                    victim.resize_(1 << 18)  # a new, larger block: the old one is freed
-                    victim.resize_(shape)
-                elif self.how == "set":
-                    victim.set_(victim.clone())
-                # Blocks of the freed size, filled, so a stale read shows.
-                _scribble = [torch.full((length + k,), -777) for k in range(4)]
-                del _scribble
-        return func(*args, **(kwargs or {}))
 
 
 def tensor_rows(count: int, equal: bool = False, dtype=torch.int64) -> list:
@@ -277,7 +214,7 @@ def test_a_negated_view_is_read_with_its_negation():
     # A pending negation is what `is_neg()` reports; under a mode that denies it, still
     # applied (the mode is not asked).
     row = torch._neg_view(torch.tensor([-5, -6]))
-    with Lie(Tensor.is_neg, lambda: False):
+    with Lie(torch.Tensor.is_neg, lambda: False):
         out = fastcollate.pad([{"input_ids": row}, {"input_ids": torch.tensor([1])}],
                               pad_token_id=0, return_tensors="np")
     assert out["input_ids"].tolist() == [[5, 6], [1, 0]]
