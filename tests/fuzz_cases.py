@@ -33,6 +33,7 @@ import fastcollate  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 from conftest import model_dir  # noqa: E402
+from torch_modes import LIES, Lie, Move  # noqa: E402
 
 try:  # TRL 1.16 needs Python >= 3.11: its entry point is fuzzed where it is installed.
     import trl.trainer.dpo_trainer as trl_dpo  # noqa: E402
@@ -101,11 +102,14 @@ class LazyRow(dict):
 
 
 class Generator:
-    def __init__(self, seed: int):
+    def __init__(self, seed: int, batch_format: str | None = None):
         self.r = random.Random(seed)
         # Half the cases are well-formed but varied (formats, dtypes, shapes, options), so many
         # calls succeed on both sides and get compared; the rest are hostile throughout.
         self.hostile = self.r.random() < 0.5
+        # Every batch's rows in this format (the draw is made all the same, so a seed's other
+        # choices do not change).
+        self.batch_format = batch_format
 
     def chance(self, p: float) -> bool:
         return self.r.random() < p
@@ -222,6 +226,7 @@ class Generator:
     def batch(self, keys: list[str], lengths_from: str | None = None) -> Any:
         size = self.r.choice([1, 2, 3, 4, 7, 0 if self.hostile else 5]) if self.chance(0.95) else 20
         fmt = self.r.choice(["list", "numpy", "torch"] + [None] * self.hostile)
+        fmt = self.batch_format or fmt
         rows = [self.row(keys, fmt, lengths_from) for _ in range(size)]
         container = self.r.random()
         if container < 0.05:
@@ -249,9 +254,9 @@ class Generator:
         return options
 
 
-def make_case(seed: int) -> tuple[str, Any, dict]:
-    """(entry point, batch, options) for `seed`."""
-    g = Generator(seed)
+def make_case(seed: int, batch_format: str | None = None) -> tuple[str, Any, dict]:
+    """(entry point, batch, options) for `seed` (rows in `batch_format` when given)."""
+    g = Generator(seed, batch_format)
     entry = g.r.choice(ENTRY_POINTS)
     base = ["input_ids", "attention_mask"] + (["token_type_ids"] if g.chance(0.4) else [])
     if entry in ("pad", "pad_without_tokenizer", "DataCollatorWithPadding"):
@@ -689,10 +694,73 @@ def run(seed: int) -> dict:
     return result
 
 
+# --- under torch function modes -----------------------------------------------------------
+
+
+def hostile_mode(r: random.Random, batch: Any) -> Any:
+    """A torch function mode that lies about one thing a tensor reports, or one that moves
+    every tensor of `batch` to new memory (values kept) on each torch call."""
+    if r.random() < 0.6:
+        name = r.choice(sorted(LIES))
+        return name, Lie(*LIES[name])
+    how = r.choice(["resize", "set"])
+    victims = [value for row in _rows_of(batch) if isinstance(row, Mapping)
+               for value in row.values() if isinstance(value, torch.Tensor)]
+    return f"move by {how}", Move(victims, how)
+
+
+def run_under_mode(seed: int) -> dict:
+    """The call `make_case(seed, "torch")` builds, made under `hostile_mode`: exactly what the
+    same call gives outside the mode (the same output, or the same exception class), the
+    input's values unchanged, and no crash."""
+    entry, batch, options = make_case(seed, "torch")
+    result: dict = {"seed": f"mode {seed}", "entry": entry, "violations": []}
+    try:
+        ours_call, _ = calls(entry, batch, options)
+        outside_call, _ = calls(entry, batch, options)
+    except (ValueError, TypeError):
+        return result
+    name, mode = hostile_mode(random.Random(seed), batch)
+    result["mode"] = name
+    try:
+        outside_batch = copy.deepcopy(batch)
+    except Exception:  # noqa: BLE001 - an input deepcopy cannot take: nothing to compare
+        return result
+    expected, expected_error = outcome(outside_call, outside_batch)
+    before = fingerprint(batch)
+    with mode:
+        got, error = outcome(ours_call, batch)
+    if fingerprint(batch) != before:
+        result["violations"].append("input changed")
+    result["ours"] = "ok" if error is None else type(error).__name__
+    if error is not None and type(error).__name__ == "PanicException":
+        result["violations"].append(f"panicked: {error}")
+    elif type(error) is not type(expected_error):
+        result["violations"].append(
+            f"under {name}: {result['ours']} ({error}), outside the mode: "
+            f"{'ok' if expected_error is None else type(expected_error).__name__}"
+        )
+    elif error is None:
+        problem = same_output(got, expected)
+        if problem:
+            result["violations"].append(f"under {name}, differs: {problem}"[:500])
+        result["compared"] = problem is None
+    return result
+
+
 def worker() -> None:
     for line in sys.stdin:
         if line.strip() == "abort":
             os.abort()  # tests/test_fuzz.py checks that a crash is reported
+        if line.startswith("mode "):
+            seed = int(line.split()[1])
+            try:
+                result = run_under_mode(seed)
+            except BaseException as err:  # noqa: BLE001 - the harness itself failed
+                result = {"seed": line.strip(), "violations": [f"harness: {err!r}"]}
+            sys.stdout.write(json.dumps(result) + "\n")
+            sys.stdout.flush()
+            continue
         seed = int(line)
         try:
             result = run(seed)

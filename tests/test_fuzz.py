@@ -77,6 +77,20 @@ def test_hostile_inputs_keep_the_rules(worker, seed):
     assert not result["violations"], result
 
 
+# The torch-function-mode family (tests/fuzz_cases.py `run_under_mode`): every batch of tensor
+# rows, under a mode that lies about what a tensor reports or moves the rows' memory mid-call.
+@settings(
+    max_examples=int(os.environ.get("FASTCOLLATE_FUZZ_MODE_EXAMPLES", "200")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    database=None,
+)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_torch_function_modes_change_nothing(worker, seed):
+    result = worker.run(f"mode {seed}")
+    assert not result["violations"], result
+
+
 def test_worker_reports_a_crash_as_a_violation(worker):
     """The harness itself: an aborting worker is reported (and replaced), not hung on."""
     result = worker.run("abort")

@@ -422,3 +422,30 @@ def test_public_names_are_exported():
     assert issubclass(
         fastcollate.DistributedLengthGroupedSampler, torch.utils.data.DistributedSampler
     )
+
+
+@pytest.mark.parametrize(
+    "lengths",
+    [[2**63], [2**63, 1], [2**63 - 1, 2**63], [2**64], [-(2**63) - 1]],
+    ids=["2**63", "2**63 and 1", "past the max", "2**64", "below the min"],
+)
+def test_a_length_past_int64_raises_transformers_class(lengths):
+    with pytest.raises(Exception) as theirs:
+        hf.get_length_grouped_indices(lengths, 2, generator=generator(0))
+    with pytest.raises(Exception) as ours:
+        get_length_grouped_indices(lengths, 2, generator=generator(0))
+    assert type(theirs.value) is ValueError
+    assert isinstance(ours.value, type(theirs.value)), ours.value
+    assert isinstance(ours.value, OverflowError)  # what fastcollate raised before, still
+    assert "lengths[" in str(ours.value)
+
+
+def test_a_meta_lengths_tensor_raises_transformers_class():
+    lengths = torch.tensor([3, 4, 5], device="meta")
+    with pytest.raises(Exception) as theirs:
+        hf.get_length_grouped_indices(lengths, 2, generator=generator(0))
+    with pytest.raises(Exception) as ours:
+        get_length_grouped_indices(lengths, 2, generator=generator(0))
+    assert type(theirs.value) is RuntimeError
+    assert type(ours.value) is RuntimeError, ours.value
+    assert "meta" in str(ours.value)

@@ -15,6 +15,7 @@ from transformers import AutoTokenizer
 import fastcollate
 from compare import assert_same_batch
 from fastcollate.collators import tokenizer_state
+from fastcollate.collators.padding_options import PadSettings
 
 # No attention mask in the rows: padding creates one when "attention_mask" is a model input.
 ROWS = [
@@ -226,3 +227,100 @@ def test_a_pickled_collator_leaves_its_call_plan_behind(bert_tokenizer):
     expected = transformers.DataCollatorWithPadding(bert_tokenizer)([dict(r) for r in ROWS])
     for _ in range(2):
         assert_same_batch(copied([dict(r) for r in ROWS]), expected)
+
+
+RIGHT_PADDED = [[101, 7592, 102, 0, 0], [101, 7592, 2088, 999, 102]]
+
+
+def _flip_while_resolving(monkeypatch, tok):
+    """Makes every resolution of the tokenizer's settings see padding_side="left" and put
+    "right" back afterwards: as if another thread flipped it between fastcollate reading the
+    tokenizer's state key and reading its settings, and flipped it back."""
+    original = PadSettings._of_tokenizer.__func__
+
+    def racing(cls, tokenizer):
+        tokenizer.padding_side = "left"
+        try:
+            return original(cls, tokenizer)
+        finally:
+            tokenizer.padding_side = "right"
+
+    monkeypatch.setattr(PadSettings, "_of_tokenizer", classmethod(racing))
+
+
+def test_settings_changed_between_key_and_value_are_not_remembered(fresh_tokenizer, monkeypatch):
+    tok = fresh_tokenizer
+    assert tok.padding_side == "right"
+    assert tokenizer_state.state_key(tok) is not None
+    collator = fastcollate.DataCollatorWithPadding(tok)
+    with monkeypatch.context() as patch:
+        _flip_while_resolving(patch, tok)
+        # The racing call itself may see either side; what it remembers is what matters.
+        raced = collator([dict(r) for r in ROWS])
+        assert raced["input_ids"].tolist() in (
+            RIGHT_PADDED, [[0, 0, 101, 7592, 102], [101, 7592, 2088, 999, 102]]
+        )
+        fastcollate.pad([dict(r) for r in ROWS], tok, return_tensors="pt")
+    assert tok.padding_side == "right"
+    theirs = transformers.DataCollatorWithPadding(tok)([dict(r) for r in ROWS])
+    assert theirs["input_ids"].tolist() == RIGHT_PADDED
+    for _ in range(3):
+        assert_same_batch(collator([dict(r) for r in ROWS]), theirs)
+        assert_same_batch(fastcollate.DataCollatorWithPadding(tok)([dict(r) for r in ROWS]), theirs)
+        assert_same_batch(
+            fastcollate.pad([dict(r) for r in ROWS], tok, return_tensors="pt"),
+            tok.pad([dict(r) for r in ROWS], return_tensors="pt"),
+        )
+
+
+def test_threads_flipping_the_padding_side_leave_nothing_stale(fresh_tokenizer):
+    # Four threads collate while the main thread flips padding_side for a second and a half; every
+    # batch is one of the two sides' batches, and once the flipping stops every later call
+    # (the same collators, pad(), a new collator) gives transformers' batch.
+    import threading
+    import time
+
+    tok = fresh_tokenizer
+    expected = {
+        side: tok.pad([dict(r) for r in ROWS], padding_side=side, return_tensors="np")[
+            "input_ids"
+        ].tolist()
+        for side in ("left", "right")
+    }
+    collators = [fastcollate.DataCollatorWithPadding(tok) for _ in range(4)]
+    stop = threading.Event()
+    wrong = []
+
+    def collate(collator):
+        while not stop.is_set():
+            ids = collator([dict(r) for r in ROWS])["input_ids"].tolist()
+            if ids not in expected.values():
+                wrong.append(ids)
+            ids = fastcollate.pad([dict(r) for r in ROWS], tok, return_tensors="np")["input_ids"]
+            if ids.tolist() not in expected.values():
+                wrong.append(ids.tolist())
+
+    threads = [threading.Thread(target=collate, args=(c,)) for c in collators]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 1.5
+    flips = 0
+    try:
+        while time.monotonic() < deadline:
+            tok.padding_side = "left" if flips % 2 == 0 else "right"
+            flips += 1
+            time.sleep(0.0002)
+    finally:
+        tok.padding_side = "right"
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=30)
+    assert flips > 10 and not wrong, wrong[:3]
+    theirs = transformers.DataCollatorWithPadding(tok)([dict(r) for r in ROWS])
+    for collator in [*collators, fastcollate.DataCollatorWithPadding(tok)]:
+        for _ in range(2):
+            assert_same_batch(collator([dict(r) for r in ROWS]), theirs)
+    assert_same_batch(
+        fastcollate.pad([dict(r) for r in ROWS], tok, return_tensors="pt"),
+        tok.pad([dict(r) for r in ROWS], return_tensors="pt"),
+    )

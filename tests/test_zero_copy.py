@@ -158,3 +158,36 @@ assert grown_mb < 500, grown_mb
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("return_tensors", ["pt", "np"])
+def test_outputs_cannot_be_resized_in_place(return_tensors):
+    # docs/differences.md: the outputs are the Rust buffers, which neither torch nor numpy may
+    # reallocate; transformers' own outputs can be, and a copy of fastcollate's can.
+    rows = [{"input_ids": [1, 2, 3]}, {"input_ids": [4]}]
+    import transformers  # noqa: F401 - transformers' outputs, for the contrast
+
+    ours = fastcollate.pad(rows, pad_token_id=0, return_tensors=return_tensors)["input_ids"]
+    theirs = (
+        torch.tensor([[1, 2, 3], [4, 0, 0]])
+        if return_tensors == "pt"
+        else np.array([[1, 2, 3], [4, 0, 0]])
+    )
+
+    def resize(value):
+        if return_tensors == "pt":
+            value.resize_(10, 10)
+        else:
+            value.resize((10, 10), refcheck=False)
+        return value
+
+    assert resize(theirs).shape == (10, 10)
+    error, message = (
+        (RuntimeError, "not resizable") if return_tensors == "pt"
+        else (ValueError, "does not own its data")
+    )
+    copy = ours.clone() if return_tensors == "pt" else ours.copy()
+    with pytest.raises(error, match=message):
+        resize(ours)
+    assert resize(copy).shape == (10, 10)
+    assert np.asarray(copy).reshape(-1)[:6].tolist() == [1, 2, 3, 4, 0, 0]

@@ -18,6 +18,7 @@ use super::gather::{gather, KeepRaw};
 use super::in_place;
 use super::pad::{build_plan, output_to_py, GroupArgs};
 use super::rows::BatchKeys;
+use super::tensors;
 
 /// `collate`'s `keep_arrays` and `keep_numpy_scalars` (see `gather::KeepRaw`).
 #[derive(Clone, Copy)]
@@ -256,6 +257,8 @@ fn collate_with<'py>(
         numpy_scalars: keep.numpy_scalars,
         typed_keys: &typed_keys,
     };
+    // No torch function mode runs while the rows are read (see `tensors::modes_off`).
+    let modes_off = tensors::modes_off(py)?;
     // Groups padded straight from the rows (the usual batch); the rest is gathered into
     // columns and padded by the core.
     let (keys, in_place, rest_plan, gathered) =
@@ -299,6 +302,7 @@ fn collate_with<'py>(
                 (keys, outputs, rest_plan, gathered)
             }
         };
+    drop(modes_off);
     // Few keys: looked up by scanning, not hashing. `raw` holds indices into `keys`.
     let mut numeric = Vec::new();
     let mut raw: Vec<(usize, Vec<Bound<'py, PyAny>>)> = Vec::new();

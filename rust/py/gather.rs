@@ -125,6 +125,8 @@ pub fn gather<'py>(
     only_keys: Option<BatchKeys<'py>>,
     keep: KeepRaw<'_>,
 ) -> PyResult<(BatchKeys<'py>, Vec<Gathered<'py>>)> {
+    // No torch function mode runs while the rows are read (see `tensors::modes_off`).
+    let _modes_off = tensors::modes_off(features.py())?;
     let new_gathered = |key: &str, rows: usize| {
         let padded = padded_keys.contains(&key);
         let typed = keep.typed_keys.contains(&key);

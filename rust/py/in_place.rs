@@ -82,16 +82,24 @@ fn members_rows<'py>(members: Vec<Vec<Bound<'py, PyAny>>>) -> Option<Vec<KeyRows
             .and_then(|v| v.first())
             .is_some_and(in_place)
     {
-        let read: Option<Vec<KeyRows<'py>>> = members
+        // Every Python-level answer first (each tensor exact, none negated), then every
+        // view, read later with no Python code run in between: nothing can move a storage
+        // between its view and its read (the members hold the tensors meanwhile).
+        let readable = members
             .iter()
-            .map(|values| {
-                values
-                    .iter()
-                    .map(|tensor| tensors::int_values(tensor, 1))
-                    .collect::<Option<Vec<_>>>()
-                    .map(KeyRows::Tensors)
-            })
-            .collect();
+            .all(|values| values.iter().all(tensors::readable_in_place));
+        let read: Option<Vec<KeyRows<'py>>> = readable.then_some(()).and_then(|()| {
+            members
+                .iter()
+                .map(|values| {
+                    values
+                        .iter()
+                        .map(|tensor| tensors::int_values(tensor, 1))
+                        .collect::<Option<Vec<_>>>()
+                        .map(KeyRows::Tensors)
+                })
+                .collect()
+        });
         if read.is_some() {
             return read;
         }
@@ -405,9 +413,12 @@ pub fn int_scalars(
                     return None;
                 }
                 // Read in place where it can be (an integer CPU tensor), else its `tolist()`.
-                if let Some(ints) = tensors::int_values(&value, 0) {
-                    values.push(ints.visit(OnlyValue)?);
-                    continue;
+                // (Its view is read at once, before the next row's Python-level answer.)
+                if tensors::readable_in_place(&value) {
+                    if let Some(ints) = tensors::int_values(&value, 0) {
+                        values.push(ints.visit(OnlyValue)?);
+                        continue;
+                    }
                 }
                 value.call_method0(intern!(py, "tolist")).ok()?
             }

@@ -334,14 +334,40 @@ impl TensorInts<'_> {
     }
 }
 
-/// An exact `torch.Tensor`'s values read in place, when it is a contiguous `ndim`-dimensional
-/// (0 or 1) CPU tensor of an integer dtype without a pending negation (`torch._neg_view`,
-/// which `numpy()`, `tolist()` and `torch.cat` would apply); None for anything else, or on any
-/// error (the caller then reads the tensor another way, which reports problems).
+/// Whether `tensor` can be read in place as far as Python-level answers go: an exact
+/// `torch.Tensor` without a pending negation (`torch._neg_view`, which `numpy()`, `tolist()`
+/// and `torch.cat` would apply). The first of the two steps of an in-place read: callers ask
+/// this of every tensor they will read before taking any view (`int_values`), so that no
+/// Python code runs between taking a view and reading through it.
 ///
-/// torch's DLPack exchange table describes the tensor in one C call (see `dlpack::int_view`);
-/// the negation bit takes one `is_neg()`. Without the table, six calls into torch (CPU, rank,
-/// dtype, contiguity, negation, data pointer) find the same.
+/// `is_neg()` is asked through `torch._C.TensorBase`'s own method (see `base_attributes`), so a
+/// method patched onto `torch.Tensor` is not called; a torch function mode is not called
+/// either while a `ModesOff` guard is held, which every caller holds (see `modes_off`).
+pub(crate) fn readable_in_place(tensor: &Bound<'_, PyAny>) -> bool {
+    let py = tensor.py();
+    let (Some(tensor_type), Some(base)) = (torch_tensor_type(py), base_attributes(py)) else {
+        return false;
+    };
+    if !is_exact_tensor(tensor, tensor_type) {
+        return false;
+    }
+    base.is_neg
+        .bind(py)
+        .call1((tensor,))
+        .and_then(|negated| negated.extract::<bool>())
+        .is_ok_and(|negated| !negated)
+}
+
+/// A tensor's values read in place, when it is a contiguous `ndim`-dimensional (0 or 1) CPU
+/// tensor of an integer dtype; None for anything else, or on any error (the caller then reads
+/// the tensor another way, which reports problems). The second step of an in-place read: the
+/// caller has checked `readable_in_place` for this tensor (and for every other it reads) and
+/// reads the values before any Python code runs.
+///
+/// torch's DLPack exchange table describes the tensor in one C call (see `dlpack::int_view`),
+/// which no `__torch_function__` can answer for. Without the table, five attributes read
+/// through `torch._C.TensorBase`'s own descriptors (CPU, rank, dtype, contiguity, data
+/// pointer) with torch function modes off (`ModesOff`) find the same.
 pub(crate) fn int_values<'py>(tensor: &Bound<'py, PyAny>, ndim: usize) -> Option<TensorInts<'py>> {
     let py = tensor.py();
     if !is_exact_tensor(tensor, torch_tensor_type(py)?) {
@@ -351,45 +377,77 @@ pub(crate) fn int_values<'py>(tensor: &Bound<'py, PyAny>, ndim: usize) -> Option
         Ok(view) => view?,
         Err(()) => described_by_the_tensor(tensor, ndim)?,
     };
-    let negated = tensor.call_method0(intern!(py, "is_neg")).ok()?;
-    if negated.extract::<bool>().ok()? {
-        return None;
-    }
     Some(TensorInts {
         _tensor: tensor.clone(),
         view,
     })
 }
 
-/// `dlpack::int_view` for a torch without the exchange table: the tensor's own attributes.
+/// `torch._C.TensorBase`'s own attributes that the in-place reads ask a tensor: the C
+/// descriptors torch defines, which a method or property patched onto `torch.Tensor` does not
+/// replace. Taken once, and only when each is a C descriptor (not a Python function put on
+/// `TensorBase` before the first read); None otherwise, and no tensor is then read in place.
+struct BaseAttributes {
+    is_neg: Py<PyAny>,
+    is_cpu: Py<PyAny>,
+    ndim: Py<PyAny>,
+    dtype: Py<PyAny>,
+    is_contiguous: Py<PyAny>,
+    data_ptr: Py<PyAny>,
+}
+
+static BASE_ATTRIBUTES: PyOnceLock<Option<BaseAttributes>> = PyOnceLock::new();
+
+fn base_attributes(py: Python<'_>) -> Option<&BaseAttributes> {
+    BASE_ATTRIBUTES
+        .get_or_init(py, || {
+            let base = py.import("torch._C").ok()?.getattr("TensorBase").ok()?;
+            let namespace = base.getattr("__dict__").ok()?;
+            let own = |name: &str| -> Option<Py<PyAny>> {
+                let descriptor = namespace.get_item(name).ok()?;
+                // A C descriptor's type is a static type; a Python function's is not.
+                // SAFETY: a live type object's flags are read.
+                let flags = unsafe { ffi::PyType_GetFlags(descriptor.get_type().as_type_ptr()) };
+                (flags & ffi::Py_TPFLAGS_HEAPTYPE == 0).then(|| descriptor.unbind())
+            };
+            Some(BaseAttributes {
+                is_neg: own("is_neg")?,
+                is_cpu: own("is_cpu")?,
+                ndim: own("ndim")?,
+                dtype: own("dtype")?,
+                is_contiguous: own("is_contiguous")?,
+                data_ptr: own("data_ptr")?,
+            })
+        })
+        .as_ref()
+}
+
+/// `dlpack::int_view` for a torch without the exchange table: the tensor's own attributes,
+/// through `TensorBase`'s descriptors (see `base_attributes`), with torch function modes off.
 fn described_by_the_tensor(tensor: &Bound<'_, PyAny>, ndim: usize) -> Option<IntView> {
     let py = tensor.py();
-    let flag = |name: &Bound<'_, pyo3::types::PyString>, call: bool| -> Option<bool> {
-        let value = if call {
-            tensor.call_method0(name)
-        } else {
-            tensor.getattr(name)
-        };
-        value.ok()?.extract::<bool>().ok()
+    let base = base_attributes(py)?;
+    let property = |descriptor: &Py<PyAny>| {
+        descriptor
+            .bind(py)
+            .call_method1(intern!(py, "__get__"), (tensor,))
+            .ok()
     };
+    let method = |descriptor: &Py<PyAny>| descriptor.bind(py).call1((tensor,)).ok();
     // On the CPU first: any other device's data pointer is not host memory.
-    if !flag(intern!(py, "is_cpu"), false)? {
+    if !property(&base.is_cpu)?.extract::<bool>().ok()? {
         return None;
     }
-    let dims: usize = tensor.getattr(intern!(py, "ndim")).ok()?.extract().ok()?;
+    let dims: usize = property(&base.ndim)?.extract().ok()?;
     if dims != ndim {
         return None;
     }
-    let int_type = int_dtype(&tensor.getattr(intern!(py, "dtype")).ok()?)?;
-    if !flag(intern!(py, "is_contiguous"), true)? {
+    let int_type = int_dtype(&property(&base.dtype)?)?;
+    if !method(&base.is_contiguous)?.extract::<bool>().ok()? {
         return None;
     }
     let len = if ndim == 0 { 1 } else { tensor_length(tensor)? };
-    let address: usize = tensor
-        .call_method0(intern!(py, "data_ptr"))
-        .ok()?
-        .extract()
-        .ok()?;
+    let address: usize = method(&base.data_ptr)?.extract().ok()?;
     // An empty tensor may have no storage: any aligned, non-null address reads no value.
     let address = if len == 0 { int_type.size() } else { address };
     if address == 0 || address % int_type.size() != 0 {
@@ -399,5 +457,70 @@ fn described_by_the_tensor(tensor: &Bound<'_, PyAny>, ndim: usize) -> Option<Int
         data: address as *const u8,
         len,
         int_type,
+    })
+}
+
+static MODE_ENABLED: PyOnceLock<Option<Py<PyAny>>> = PyOnceLock::new();
+static DISABLE_TORCH_FUNCTION: PyOnceLock<Option<Py<PyAny>>> = PyOnceLock::new();
+
+/// torch function modes (`TorchFunctionMode`, and the `torch.device` context, which is one)
+/// and tensor subclasses' `__torch_function__` turned off while it lives
+/// (`torch._C.DisableTorchFunction`, thread-local in torch): nothing the read paths ask a
+/// tensor (`is_neg()`, `len()`, `dim()`, `dtype`, `numpy()`, `torch.cat`, ...) then runs
+/// Python code of the caller's, which could answer falsely or move a tensor's storage while
+/// its values are read. Does nothing when no mode is on (the usual case: one C call to find
+/// out) or torch is not imported.
+pub(crate) struct ModesOff<'py> {
+    entered: Option<Bound<'py, PyAny>>,
+}
+
+impl Drop for ModesOff<'_> {
+    fn drop(&mut self) {
+        if let Some(guard) = self.entered.take() {
+            let py = guard.py();
+            if let Err(err) =
+                guard.call_method1(intern!(py, "__exit__"), (py.None(), py.None(), py.None()))
+            {
+                err.write_unraisable(py, Some(&guard));
+            }
+        }
+    }
+}
+
+/// Turns torch function modes off for the read that follows (see `ModesOff`): taken by every
+/// read of rows (`collate`, `gather`) before the first tensor is touched.
+pub(crate) fn modes_off(py: Python<'_>) -> PyResult<ModesOff<'_>> {
+    let off = ModesOff { entered: None };
+    if torch_tensor_type(py).is_none() {
+        return Ok(off);
+    }
+    let torch_c = || py.import("torch._C").ok();
+    let enabled = MODE_ENABLED.get_or_init(py, || {
+        Some(
+            torch_c()?
+                .getattr("_is_torch_function_mode_enabled")
+                .ok()?
+                .unbind(),
+        )
+    });
+    // A torch without the query has no modes.
+    let Some(enabled) = enabled else {
+        return Ok(off);
+    };
+    if !enabled.bind(py).call0()?.is_truthy()? {
+        return Ok(off);
+    }
+    let disable = DISABLE_TORCH_FUNCTION.get_or_init(py, || {
+        Some(torch_c()?.getattr("DisableTorchFunction").ok()?.unbind())
+    });
+    let Some(disable) = disable else {
+        return Err(pyo3::exceptions::PyRuntimeError::new_err(
+            "a torch function mode is on and this torch cannot turn it off for the read",
+        ));
+    };
+    let guard = disable.bind(py).call0()?;
+    guard.call_method0(intern!(py, "__enter__"))?;
+    Ok(ModesOff {
+        entered: Some(guard),
     })
 }

@@ -92,12 +92,20 @@ def stacked_dtype(values: Iterable[Any], return_tensors: str, first: Any) -> Any
     dtype for "pt", or UNKNOWN."""
     if return_tensors == "pt" and is_torch_tensor(first):
         torch = torch_module()
-        dtypes = set()
+        row_dtypes = []
         for value in values:
             if not is_torch_tensor(value):
                 return UNKNOWN
-            dtypes.add(value.dtype)
-        return _promote_torch(dtypes, torch)
+            row_dtypes.append(value.dtype)
+        # `torch.stack` promotes row by row, in row order: so does this, and where torch
+        # refuses a pair (uint16/32/64 beside a signed int, ...) so does `torch.stack`.
+        result = _promote_torch(row_dtypes, torch)
+        if result is UNKNOWN:
+            raise StackPromotionError(
+                "torch.stack cannot promote the rows' dtypes "
+                f"({', '.join(str(d) for d in dict.fromkeys(row_dtypes))}) to one dtype"
+            )
+        return result
     if isinstance(first, np.ndarray):
         dtypes = {_row_dtype_numpy(value) for value in values}
         if UNKNOWN in dtypes:
@@ -145,9 +153,22 @@ def _python_leaves(values: Iterable[Any]) -> tuple[set, list]:
     return scalars, others
 
 
-def _promote_torch(dtypes: set, torch: Any) -> Any:
+class StackPromotionError(RuntimeError):
+    """The rows' dtypes are ones `torch.stack` refuses to promote to one (it raises a
+    RuntimeError too)."""
+
+
+def _promote_torch(dtypes: Iterable[Any], torch: Any) -> Any:
+    """`dtypes` promoted pairwise, left to right, as torch's result type folds a list of
+    tensors (`torch.promote_types` is not associative once uint16/32/64 are involved, and
+    refuses some pairs: UNKNOWN then). A set is taken in a fixed order (by name), not in its
+    iteration order, which follows the dtype objects' addresses."""
+    if isinstance(dtypes, (set, frozenset)):
+        dtypes = sorted(dtypes, key=str)
     result = None
     for dtype in dtypes:
+        if dtype is result:
+            continue
         try:
             result = dtype if result is None else torch.promote_types(result, dtype)
         except (RuntimeError, TypeError):

@@ -42,6 +42,16 @@ def torch_module():
     return torch
 
 
+def floats_as_float32(return_tensors: str | None) -> bool:
+    """Whether Python floats become float32 (not float64) in a `return_tensors` batch, as
+    tokenizer.pad's `torch.tensor` / `np.array` make them: under "pt" torch's default dtype
+    (float32 unless `torch.set_default_dtype` changed it), float64 otherwise."""
+    if return_tensors != "pt":
+        return False
+    torch = sys.modules.get("torch")
+    return torch is None or torch.get_default_dtype() is not torch.float64
+
+
 def is_torch_tensor(value: Any) -> bool:
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(value, torch.Tensor)

@@ -9,6 +9,7 @@ from typing import Any
 
 from .._internal.rows import first_row
 from .._internal.stacked_masks import put_back, set_aside_masks
+from .._internal.tensors import floats_as_float32
 from ..arrow import ArrowBatch
 from .feature_extraction import processing_kind
 from .native import collate
@@ -118,7 +119,7 @@ def padded_with_labels(
     native = collate(
         features,
         groups,
-        float32=return_tensors == "pt",
+        float32=floats_as_float32(return_tensors),
         dtypes=dtypes,
         keys=keys if aside is None else aside.keys,
         **({"keep_arrays": keep_arrays, "keep_numpy_scalars": True} if rows else {}),

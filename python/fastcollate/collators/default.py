@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .._internal.promotion import UNKNOWN, native_dtype, stacked_dtype
+from .._internal.promotion import UNKNOWN, StackPromotionError, native_dtype, stacked_dtype
 from .._internal.tensors import check_return_tensors, convert, is_torch_tensor, torch_module
 from ..arrow import ArrowBatch
 from .native import collate
@@ -165,7 +165,10 @@ def default_data_collator(features: list[Any], return_tensors: str = "pt") -> di
             continue
         if key in dtypes:
             continue
-        dtype = stacked_dtype(values, return_tensors, first[key])
+        try:
+            dtype = stacked_dtype(values, return_tensors, first[key])
+        except StackPromotionError as error:
+            raise StackPromotionError(f"'{key}': {error}") from None
         request = native_dtype(dtype) if dtype is not UNKNOWN else None
         if dtype is not UNKNOWN and request is None:
             raise TypeError(

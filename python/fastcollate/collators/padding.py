@@ -18,6 +18,7 @@ from .._internal.tensors import (
     check_pin_memory,
     check_return_tensors,
     convert,
+    floats_as_float32,
     is_torch_tensor,
     pin_tensors,
     plain_batch_encoding_class,
@@ -27,7 +28,7 @@ from ..arrow import ArrowBatch
 from .feature_extraction import feature_extractor_of, pad_features, processing_kind
 from .native import collate, collate_plan, collate_rows
 from .padding_options import PadSettings, padding_group
-from .tokenizer_state import has_state_key, state_key
+from .tokenizer_state import has_state_key, keyed_settings, state_key
 
 
 def _is_single_example(main_value: Any) -> bool:
@@ -215,7 +216,7 @@ def pad(
     batch = collate(
         features,
         [group],
-        float32=return_tensors == "pt",
+        float32=floats_as_float32(return_tensors),
         allow_ragged=return_tensors is None,
         keep_arrays=keep_arrays,
         keys=None if aside is None else aside.keys,
@@ -304,7 +305,8 @@ def _one_example_tensor(key: str, value: Any, return_tensors: str) -> Any:
 def _values_to_python(batch: dict) -> None:
     """Keys the native module left as Python objects, converted as tokenizer.pad converts
     every value of a numpy / torch batch first (`as_python_values`): arrays become Python lists
-    (so a 2-d float64 tensor becomes float32 under "pt", as lists of floats do), while a key of
+    (so a 2-d float64 tensor becomes torch's default dtype under "pt", as lists of floats
+    do), while a key of
     numbers alone keeps its numpy scalars, and their dtype."""
     for key, values in batch.items():
         if not isinstance(values, list):
@@ -338,7 +340,8 @@ class _CallPlan:
     (`tokenizer_state.state_key`: the objects transformers stores the pad token, padding side
     and the rest in) compares equal."""
 
-    __slots__ = ("fields", "tokenizer_key", "main", "native_plans", "array_kinds")
+    __slots__ = ("fields", "tokenizer_key", "main", "native_plans", "array_kinds",
+                 "default_dtype", "get_default_dtype")
 
     def __init__(self, fields: tuple, tokenizer_key: tuple, settings: PadSettings, group: tuple,
                  return_tensors: str):
@@ -350,8 +353,14 @@ class _CallPlan:
         # tensors.
         # The native call also finishes a batch of arrays / tensors alone (labels renamed, a
         # BatchEncoding made), as `DataCollatorWithPadding.__call__` would.
+        # Under "pt", Python floats become torch's default dtype: the plan holds for the
+        # default dtype it was made under (None: any).
+        self.default_dtype = self.get_default_dtype = None
+        if return_tensors == "pt":
+            self.get_default_dtype = torch_module().get_default_dtype
+            self.default_dtype = self.get_default_dtype()
         common: dict[str, Any] = {
-            "float32": return_tensors == "pt",
+            "float32": floats_as_float32(return_tensors),
             "batch_encoding": plain_batch_encoding_class(),
             "keep_numpy_scalars": True,
         }
@@ -444,6 +453,7 @@ class DataCollatorWithPadding:
             and features
             and type(features[0]) is dict
             and has_state_key(tokenizer, plan.tokenizer_key)
+            and (plan.default_dtype is None or plan.get_default_dtype() is plan.default_dtype)
         ):
             first = features[0]
             main_value = first.get(plan.main)
@@ -530,6 +540,10 @@ class DataCollatorWithPadding:
         settings = PadSettings.resolve(tokenizer)
         group = padding_group(settings, self.padding, self.max_length, self.pad_to_multiple_of,
                               None)
+        # Settled only when the settings are the key's snapshot: a change made meanwhile (by
+        # another thread) would pair the old key with the new settings.
+        if not settings.agrees_with(keyed_settings(key)):
+            return
         fields = (tokenizer, self.padding, self.max_length, self.pad_to_multiple_of,
                   return_tensors, self.pin_memory)
         self._call_plan = _CallPlan(fields, key, settings, group, return_tensors)

@@ -48,9 +48,19 @@ class PadSettings(NamedTuple):
             and model_input_names is None
         ):
             # The tokenizer's own settings: read again only when it changes.
-            return cached(tokenizer, cls._of_tokenizer)
+            return cached(tokenizer, cls._of_tokenizer, PadSettings.agrees_with)
         return cls._resolve(tokenizer, pad_token_id, pad_token_type_id, padding_side,
                             model_input_names)
+
+    def agrees_with(self, settings: tuple) -> bool:
+        """Whether these are the settings `tokenizer_state.keyed_settings` lists."""
+        return (
+            self.pad_token_id,
+            self.pad_token_type_id,
+            self.padding_side,
+            list(self.model_input_names),
+            self.model_max_length,
+        ) == settings
 
     @classmethod
     def _of_tokenizer(cls, tokenizer: Any) -> PadSettings:

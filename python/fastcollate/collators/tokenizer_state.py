@@ -186,9 +186,26 @@ _ENTRIES: dict[int, _Entry] = {}
 _MAX_ENTRIES = 64
 
 
-def cached(tokenizer: Any, compute: Any) -> Any:
+def keyed_settings(key: tuple) -> tuple:
+    """The settings a tokenizer in the state `key` describes has, as transformers' attributes
+    give them: `(pad_token_id, pad_token_type_id, padding_side, model_input_names (a list),
+    model_max_length)`. The pad token's id is the backend's id for its text, else the unknown
+    token's id (None without a pad token, or without an unknown token)."""
+    _, (_, pad_id, _, unk_id), pad_token_type_id, padding_side, names, max_length = key
+    return (
+        pad_id if pad_id is not None else unk_id,
+        pad_token_type_id,
+        padding_side,
+        names,
+        max_length,
+    )
+
+
+def cached(tokenizer: Any, compute: Any, agrees: Any) -> Any:
     """`compute(tokenizer)`, remembered per tokenizer until its state key changes (always
-    computed where it has none)."""
+    computed where it has none). `agrees(value, keyed_settings(key))` tells whether a value
+    was computed from the state the key was read from: one that was not (the tokenizer
+    changed in between) is returned but not remembered."""
     entry = _ENTRIES.get(id(tokenizer))
     if entry is not None and entry.tokenizer() is tokenizer and has_state_key(tokenizer, entry.key):
         return entry.value
@@ -196,6 +213,11 @@ def cached(tokenizer: Any, compute: Any) -> Any:
     if key is None:
         return compute(tokenizer)
     value = compute(tokenizer)
+    # Another thread may have changed the tokenizer between the key and the value (even
+    # changed it and back): the pair is remembered only when the value is what the key's
+    # snapshot gives, so a stale pair is never served.
+    if not agrees(value, keyed_settings(key)):
+        return value
     if len(_ENTRIES) >= _MAX_ENTRIES:
         _ENTRIES.clear()
     try:

@@ -15,6 +15,22 @@ from .._internal.datasets import is_datasets_dataset, stream_kind
 from .._internal.tensors import is_torch_tensor, torch_module
 
 _INT64_MAX = np.iinfo(np.int64).max
+_INT64_MIN = np.iinfo(np.int64).min
+
+
+class LengthOverflowError(ValueError, OverflowError):
+    """A length past the int64 range: a ValueError, as transformers' grouping raises (torch
+    cannot hold the value), and an OverflowError, as fastcollate raised before."""
+
+
+def _first_out_of_range(values: Any) -> tuple[int, int] | None:
+    """The first Python int of a list or tuple that int64 cannot hold, with its index."""
+    if type(values) not in (list, tuple):
+        return None
+    for index, value in enumerate(values):
+        if type(value) is int and not _INT64_MIN <= value <= _INT64_MAX:
+            return index, value
+    return None
 
 
 def _is_integer(value: Any) -> bool:
@@ -83,7 +99,12 @@ def as_lengths(lengths: Any, name: str = "lengths") -> np.ndarray:
             or lengths.dtype == (torch_module().bool)
         ):
             raise TypeError(f"{name} must hold integers, not a {lengths.dtype} tensor")
-        array = lengths.detach().cpu().numpy()
+        try:
+            array = lengths.detach().cpu().numpy()
+        except NotImplementedError as err:  # a meta tensor: no values to read
+            raise RuntimeError(
+                f"{name} is a {lengths.device.type} tensor, whose values cannot be read: {err}"
+            ) from None
     elif isinstance(lengths, np.ndarray):
         array = lengths
     else:
@@ -94,6 +115,13 @@ def as_lengths(lengths: Any, name: str = "lengths") -> np.ndarray:
         if array.size == 0:
             array = array.astype(np.int64)  # np.asarray([]) is float64
         if array.dtype.kind not in "iu":
+            # Ints past int64 make numpy fall back to float64 or object arrays.
+            outside = _first_out_of_range(lengths)
+            if outside is not None:
+                index, value = outside
+                raise LengthOverflowError(
+                    f"{name}[{index}] is {value}, outside what int64 can hold"
+                )
             found = _first_non_integer(lengths) if array.ndim == 1 else None
             if found is not None:
                 index, value = found
@@ -107,7 +135,9 @@ def as_lengths(lengths: Any, name: str = "lengths") -> np.ndarray:
         raise TypeError(f"{name} must hold integers, not {array.dtype} values")
     if array.dtype == np.uint64 and array.size and array.max() > _INT64_MAX:
         index = int(np.argmax(array > _INT64_MAX))
-        raise OverflowError(f"{name}[{index}] is {array[index]}, larger than int64 can hold")
+        raise LengthOverflowError(
+            f"{name}[{index}] is {array[index]}, larger than int64 can hold"
+        )
     return np.ascontiguousarray(array, dtype=np.int64)
 
 

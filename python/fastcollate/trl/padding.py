@@ -56,7 +56,23 @@ def pad(
     result. Unlike TRL, a bad `padding_side` is refused before anything is done, and an empty
     list, a value that is not a tensor, or tensors of different numbers of dimensions get a
     ValueError / TypeError naming the position.
+
+    Under a torch function mode, the rows are read and padded with the mode off (as
+    fastcollate's native reads are: docs/differences.md), so that what a mode reports or
+    changes cannot reach the padding.
     """
+    if torch._C._is_torch_function_mode_enabled():
+        with torch._C.DisableTorchFunction():
+            return _pad(tensors, padding_value, padding_side, pad_to_multiple_of)
+    return _pad(tensors, padding_value, padding_side, pad_to_multiple_of)
+
+
+def _pad(
+    tensors: list[torch.Tensor],
+    padding_value: int,
+    padding_side: str,
+    pad_to_multiple_of: int | None,
+) -> torch.Tensor:
     left = _checked_side(padding_side)
     multiple = _checked_multiple(pad_to_multiple_of)
     if isinstance(tensors, torch.Tensor) or not isinstance(tensors, (list, tuple)):
