@@ -13,6 +13,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::PyInt;
 
 use crate::core::column::Column;
+use crate::core::pad::Slots;
 
 /// An int past the int64 range at `position` of its sequence.
 pub struct OutOfRange {
@@ -226,7 +227,7 @@ fn write_items(
 pub fn append_exact_ints(
     sequence: &Bound<'_, PyAny>,
     is_list: bool,
-    out: &mut Vec<i64>,
+    out: &mut Slots<'_, i64>,
     length: usize,
 ) -> bool {
     if out.try_reserve(length).is_err() {
