@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 import torch
 import transformers
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch.utils.data import DataLoader
 
 import fastcollate
@@ -429,3 +431,50 @@ def test_without_the_exchange_table_the_provider_is_not_called():
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    kind=st.sampled_from(["list", "tuple", "numpy", "torch"]),
+    lengths=st.lists(st.integers(0, 9), min_size=1, max_size=6),
+    extra=st.sampled_from([None, "int_label", "float_label", "float_ids", "stacked"]),
+    left=st.booleans(),
+    multiple=st.sampled_from([None, 1, 4]),
+    mask=st.booleans(),
+)
+def test_output_buffers_match_owned_outputs(kind, lengths, extra, left, multiple, mask):
+    group = ("input_ids", 0, "longest", None, multiple, left, [("token_type_ids", 7, True)],
+             "attention_mask" if mask else None)
+    rows = _rows(kind, lengths, extra)
+    try:
+        expected = _collate(rows, group)
+    except ValueError:
+        with pytest.raises(ValueError):
+            _collate(rows, group, output_buffer=Provider())
+        return
+    provider = Provider()
+    batch = _collate(rows, group, output_buffer=provider)
+    assert list(batch) == list(expected)
+    for key, value in expected.items():
+        assert batch[key] is provider.made[key], key
+        assert batch[key].dtype == value.dtype and batch[key].shape == value.shape, key
+        assert torch.equal(batch[key], value), key
+
+
+def test_pinned_batches_from_arrow_are_filled_in_place(bert_tokenizer, monkeypatch):
+    import datasets
+
+    from compare import assert_same_batch
+
+    rows = [{"input_ids": [101, 7, 8, 102], "label": 1}, {"input_ids": [101, 9, 102], "label": 0},
+            {"input_ids": [101, 102], "label": 1}]
+    dataset = datasets.Dataset.from_list(rows)
+    batches = fastcollate.ArrowBatches(dataset)
+    theirs = transformers.DataCollatorWithPadding(bert_tokenizer)(rows)
+    made, copies = _pinned_on_cpu(monkeypatch)
+    collator = fastcollate.DataCollatorWithPadding(bert_tokenizer, pin_memory=True)
+    loader = DataLoader(batches, batch_size=3, collate_fn=collator)
+    ours = next(iter(loader))
+    assert_same_batch(ours, theirs)
+    assert {value.data_ptr() for value in ours.values()} == {t.data_ptr() for t in made}
+    assert copies == []

@@ -202,6 +202,8 @@ def collate_arrow(
     allow_ragged: bool = False,
     dtypes: Mapping[str, str] | None = None,
     keys: Sequence[str] | None = None,
+    # As `collate`'s: outputs written into the tensors it gives (returned in their place).
+    output_buffer: Callable[[str, tuple[int, ...], str], Any] | None = None,
 ) -> dict[str, np.ndarray | list[Any]]: ...
 
 # transformers' BatchRebalanceSampler epoch for `order` (its torch.randperm): (indices,

@@ -428,17 +428,29 @@ impl<'a, T: Copy> Slots<'a, T> {
     }
 
     pub fn extend_from_slice(&mut self, values: &[T]) {
-        self.extend(values.iter().copied());
+        let end = self.len.saturating_add(values.len());
+        match self.buffer.get_mut(self.len..end) {
+            Some(slots) => {
+                for (slot, &value) in slots.iter_mut().zip(values) {
+                    slot.write(value);
+                }
+                self.len = end;
+            }
+            None => self.overflowed = true,
+        }
     }
 
     pub fn extend(&mut self, values: impl IntoIterator<Item = T>) {
-        for value in values {
-            let Some(slot) = self.buffer.get_mut(self.len) else {
-                self.overflowed = true;
-                return;
-            };
+        let mut values = values.into_iter();
+        let mut written = 0;
+        for (slot, value) in self.buffer[self.len..].iter_mut().zip(&mut values) {
             slot.write(value);
-            self.len += 1;
+            written += 1;
+        }
+        self.len += written;
+        // Values left over: the buffer is full.
+        if values.next().is_some() {
+            self.overflowed = true;
         }
     }
 

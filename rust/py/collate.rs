@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
 
 use crate::core::error::CollateError;
-use crate::core::pad::{self, Data, Layout, Output, PadGroup, Plan};
+use crate::core::pad::{self, Layout, Output, PadGroup, Plan};
 
 use super::dlpack;
 use super::gather::{gather, KeepRaw};
@@ -354,10 +354,8 @@ fn collate_with<'py>(
     let torch_tensors = to_tensor.is_some_and(dlpack::is_torch_from_numpy);
     let put = |object: &Bound<'py, PyString>, output: Output| -> PyResult<()> {
         let ragged = matches!(output.layout, Layout::Ragged { .. });
-        if let (Data::Given, Some(buffers)) = (&output.data, &buffers) {
-            if let Some(tensor) = buffers.tensor(&output.key) {
-                return result.set_item(object, tensor);
-            }
+        if let Some(tensor) = buffers.as_ref().and_then(|b| b.given_tensor(&output)) {
+            return result.set_item(object, tensor);
         }
         match to_tensor {
             Some(convert) if !ragged => result.set_item(

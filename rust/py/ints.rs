@@ -222,8 +222,8 @@ fn write_items(
 
 /// Appends a list's (`is_list`) or tuple's items to `out` when it holds exactly `length` items,
 /// every one an exact int in the int64 range; `false` otherwise (`out` then unchanged). The
-/// values are written once, into `out`'s spare capacity (no zero fill first); `out` grows
-/// only when it has less than `length` slots spare.
+/// values are written once, into `out`'s spare slots (no zero fill first); `false` when it has
+/// fewer than `length` left.
 pub fn append_exact_ints(
     sequence: &Bound<'_, PyAny>,
     is_list: bool,
@@ -257,7 +257,7 @@ pub fn append_exact_ints(
     {
         let start = out.len();
         out.resize(start + length, 0);
-        if write_exact_ints(sequence, is_list, &mut out[start..]) {
+        if write_exact_ints(sequence, is_list, &mut out.written()[start..]) {
             true
         } else {
             out.truncate(start);

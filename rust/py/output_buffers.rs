@@ -88,6 +88,14 @@ impl<'py> OutputBuffers<'py> {
         self.given.iter().find(|g| g.key == key).map(|g| &g.tensor)
     }
 
+    /// The tensor holding `output` when it was written into a buffer given for it.
+    pub fn given_tensor(&self, output: &Output) -> Option<&Bound<'py, PyAny>> {
+        match output.data {
+            Data::Given => self.tensor(&output.key),
+            _ => None,
+        }
+    }
+
     /// Raises the error `int64` kept, if any.
     pub fn raise_kept(&mut self) -> PyResult<()> {
         self.kept.take().map_or(Ok(()), Err)

@@ -219,8 +219,8 @@ def pin_tensors(batch: dict, filled: PinnedOutputBuffers | None = None) -> None:
     pinned allocator), so `.to("cuda", non_blocking=True)` copies asynchronously — except the
     tensors `filled` made (pinned already: the native module padded straight into them). The
     copy is the one `DataLoader(pin_memory=True)` makes, done by the collator instead; it is
-    left for the outputs the native module does not fill (keys converted in Python, Arrow
-    batches, a torch without the DLPack exchange table)."""
+    left for the outputs the native module does not fill (keys converted in Python, a torch
+    without the DLPack exchange table)."""
     torch = torch_module()
     refuse_pinning_in_worker()
     addresses = filled.addresses if filled is not None else ()

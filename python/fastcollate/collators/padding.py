@@ -124,8 +124,8 @@ def pad(
     - `pin_memory`: return the tensors in page-locked host memory (torch's pinned allocator),
       ready for `.to("cuda", non_blocking=True)`. Needs `return_tensors="pt"` and CUDA (else
       it raises before padding anything). Each output is allocated pinned once its size is
-      known and padded straight into it: no copy after padding (keys converted in Python and
-      Arrow batches are copied there, the copy `DataLoader(pin_memory=True)` would make).
+      known and padded straight into it: no copy after padding (keys converted in Python are
+      copied there, the copy `DataLoader(pin_memory=True)` would make).
 
     `verbose` is accepted as `tokenizer.pad` accepts it; fastcollate prints no warnings.
     """
@@ -199,8 +199,8 @@ def pad(
             options["keep_numpy_scalars"] = True
         if return_tensors == "pt":
             options["to_tensor"] = torch_module().from_numpy  # outputs come back as tensors
-            if pin_memory:
-                options["output_buffer"] = pinned = PinnedOutputBuffers()
+    if pin_memory:
+        options["output_buffer"] = pinned = PinnedOutputBuffers()
     batch = collate(
         features,
         [group],
