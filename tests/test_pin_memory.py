@@ -478,3 +478,24 @@ def test_pinned_batches_from_arrow_are_filled_in_place(bert_tokenizer, monkeypat
     assert_same_batch(ours, theirs)
     assert {value.data_ptr() for value in ours.values()} == {t.data_ptr() for t in made}
     assert copies == []
+
+
+def test_the_pinned_output_bench_runs_and_records_every_route(tmp_path):
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "benches" / "bench_pinned_output.py"
+    spec = importlib.util.spec_from_file_location("bench_pinned_output", script)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    record_path = tmp_path / "pinned.json"
+    bench.main(["--batch-sizes", "2,3", "--formats", "lists,numpy", "--repeat", "1",
+                "--min-seconds", "0.001", "--memory", "ordinary", "--json", str(record_path)])
+    record = json.loads(record_path.read_text())
+    assert record["environment"]["memory"] == "ordinary"
+    assert [(r["format"], r["batch_size"]) for r in record["results"]] == [
+        ("lists", 2), ("numpy", 2), ("lists", 3), ("numpy", 3)]
+    for result in record["results"]:
+        assert set(result["seconds"]) == {"owned", "pad_then_copy", "provider"}
+        assert result["output_bytes"] > 0
