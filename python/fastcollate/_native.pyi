@@ -61,6 +61,10 @@ def collate(
     keep_numpy_scalars: bool = False,
     # Applied to every numeric output array (e.g. torch.from_numpy); lists are left as they are.
     to_tensor: Callable[[np.ndarray], Any] | None = None,
+    # (key, shape, dtype name) -> an empty torch.Tensor of that shape and dtype on the CPU,
+    # C-contiguous, made by torch: each output that is not ragged is written into it and
+    # returned as it. Not called where torch has no DLPack exchange table.
+    output_buffer: Callable[[str, tuple[int, ...], str], Any] | None = None,
 ) -> dict[str, Any]: ...
 
 # `collate`'s groups and options parsed once (allow_ragged=False, no dtypes, no keys).
@@ -214,6 +218,8 @@ def collate_arrow(
     allow_ragged: bool = False,
     dtypes: Mapping[str, str] | None = None,
     keys: Sequence[str] | None = None,
+    # As `collate`'s: outputs written into the tensors it gives (returned in their place).
+    output_buffer: Callable[[str, tuple[int, ...], str], Any] | None = None,
 ) -> dict[str, np.ndarray | list[Any]]: ...
 
 # transformers' BatchRebalanceSampler epoch for `order` (its torch.randperm): (indices,

@@ -5,6 +5,7 @@
 //! options that decide dtypes. Keys in no group are stacked as they are.
 
 use std::collections::HashMap;
+use std::mem::MaybeUninit;
 
 use crate::core::column::{Column, Kind, Shape};
 use crate::core::error::{CollateError, Result};
@@ -104,6 +105,8 @@ pub enum Data {
     I64(Vec<i64>),
     F32(Vec<f32>),
     F64(Vec<f64>),
+    /// Written into the buffer the caller gave for the output (see [`Planned::fill`]).
+    Given,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -219,11 +222,57 @@ pub fn fill<T: Copy>(
     pad: T,
     left: bool,
 ) -> Result<Vec<T>> {
-    let lengths: Vec<usize> = offsets
+    let filled = fill_in_place(
+        key,
+        &row_lengths(offsets),
+        target,
+        pad,
+        left,
+        copy_rows(values, offsets),
+    )?;
+    filled.ok_or_else(|| offsets_past_values(key))
+}
+
+/// `fill` into `into`, which holds exactly `rows × target` slots (a buffer the caller gives).
+pub fn fill_into<T: Copy>(
+    key: &str,
+    values: &[T],
+    offsets: &[usize],
+    target: usize,
+    pad: T,
+    left: bool,
+    into: &mut [MaybeUninit<T>],
+) -> Result<()> {
+    let lengths = row_lengths(offsets);
+    let filled = fill_slots(
+        key,
+        &lengths,
+        target,
+        pad,
+        left,
+        into,
+        copy_rows(values, offsets),
+    )?;
+    filled.then_some(()).ok_or_else(|| offsets_past_values(key))
+}
+
+fn row_lengths(offsets: &[usize]) -> Vec<usize> {
+    offsets
         .windows(2)
         .map(|w| w[1].saturating_sub(w[0]))
-        .collect();
-    let filled = fill_in_place(key, &lengths, target, pad, left, |row, out| {
+        .collect()
+}
+
+fn offsets_past_values(key: &str) -> CollateError {
+    CollateError::InvalidOption(format!("'{key}': offsets past its values"))
+}
+
+/// The row writer of `fill`: row `row` is `values[offsets[row]..offsets[row + 1]]`.
+fn copy_rows<'a, T: Copy>(
+    values: &'a [T],
+    offsets: &'a [usize],
+) -> impl FnMut(usize, &mut Slots<'_, T>) -> bool + 'a {
+    move |row, out| {
         let src = offsets
             .get(row)
             .zip(offsets.get(row + 1))
@@ -235,27 +284,82 @@ pub fn fill<T: Copy>(
             }
             None => false,
         }
-    })?;
-    filled.ok_or_else(|| CollateError::InvalidOption(format!("'{key}': offsets past its values")))
+    }
 }
 
 /// A `rows × target` buffer holding, row by row, the values `write_row(row, out)` appends to
 /// `out` (exactly `lengths[row]` of them) and `pad` in the row's other slots, before the values
 /// when `left`. Rows are written in order; `write_row` returns false (or appends some other
 /// number of values) to give up, and then the result is `Ok(None)`. A row longer than `target`
-/// is an error naming it.
-///
-/// Every slot is written once: padding the whole buffer first and copying the rows over it
-/// went through the buffer twice (for numpy rows, a twentieth of a batch's time).
+/// is an error naming it. The buffer is a fresh vector: `fill_slots` writes one the caller
+/// gives.
 pub fn fill_in_place<T: Copy>(
     key: &str,
     lengths: &[usize],
     target: usize,
     pad: T,
     left: bool,
-    mut write_row: impl FnMut(usize, &mut Vec<T>) -> bool,
+    write_row: impl FnMut(usize, &mut Slots<'_, T>) -> bool,
 ) -> Result<Option<Vec<T>>> {
-    let mut out = try_reserved(key, output_size::<T>(key, lengths.len(), target)?)?;
+    let size = output_size::<T>(key, lengths.len(), target)?;
+    let mut out: Vec<T> = try_reserved(key, size)?;
+    let Some(slots) = out.spare_capacity_mut().get_mut(..size) else {
+        return Err(CollateError::OutOfMemory {
+            key: key.into(),
+            bytes: size.saturating_mul(std::mem::size_of::<T>()),
+        });
+    };
+    if !fill_slots(key, lengths, target, pad, left, slots, write_row)? {
+        return Ok(None);
+    }
+    // SAFETY: `fill_slots` returned true: it wrote every one of the `size` slots, which lie
+    // within the capacity reserved above.
+    unsafe { out.set_len(size) };
+    Ok(Some(out))
+}
+
+/// `fill_in_place` as an output's data: into `into` when given (a buffer the caller gave; the
+/// data is then `Data::Given`), else into a fresh vector.
+pub fn fill_data<T: OutputElement>(
+    key: &str,
+    lengths: &[usize],
+    target: usize,
+    pad: T,
+    left: bool,
+    into: Option<&mut [MaybeUninit<T>]>,
+    write_row: impl FnMut(usize, &mut Slots<'_, T>) -> bool,
+) -> Result<Option<Data>> {
+    Ok(match into {
+        None => fill_in_place(key, lengths, target, pad, left, write_row)?.map(T::data),
+        Some(into) => {
+            fill_slots(key, lengths, target, pad, left, into, write_row)?.then_some(Data::Given)
+        }
+    })
+}
+
+/// `fill_in_place` into `into`, a buffer of exactly `rows × target` slots the caller gives
+/// (another size is an error naming the key): `Ok(true)` when every slot was written, `Ok(false)`
+/// when `write_row` gave up (the slots are then partly written, for the caller to discard).
+///
+/// Every slot is written once: padding the whole buffer first and copying the rows over it
+/// went through the buffer twice (for numpy rows, a twentieth of a batch's time).
+pub fn fill_slots<T: Copy>(
+    key: &str,
+    lengths: &[usize],
+    target: usize,
+    pad: T,
+    left: bool,
+    into: &mut [MaybeUninit<T>],
+    mut write_row: impl FnMut(usize, &mut Slots<'_, T>) -> bool,
+) -> Result<bool> {
+    let size = output_size::<T>(key, lengths.len(), target)?;
+    if into.len() != size {
+        return Err(CollateError::InvalidOption(format!(
+            "'{key}': a buffer of {} values given for an output of {size}",
+            into.len()
+        )));
+    }
+    let mut out = Slots::new(into);
     for (row, &length) in lengths.iter().enumerate() {
         let Some(padding) = target.checked_sub(length) else {
             return Err(CollateError::TooLong {
@@ -265,30 +369,172 @@ pub fn fill_in_place<T: Copy>(
                 max_length: target,
             });
         };
-        // Within the reservation: row < rows and length <= target, in rows × target slots.
+        // Within the buffer: row < rows and length <= target, in rows × target slots.
         let row_end = out.len() + target;
         if left {
             out.resize(out.len() + padding, pad);
         }
         let start = out.len();
-        if !write_row(row, &mut out) || out.len() != start + length {
-            return Ok(None);
+        if !write_row(row, &mut out) || out.overflowed || out.len() != start + length {
+            return Ok(false);
         }
         out.resize(row_end, pad);
     }
-    Ok(Some(out))
+    Ok(!out.overflowed && out.len() == size)
+}
+
+/// `Slots::try_reserve`'s error: the values asked for do not fit in the buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoRoom;
+
+/// The slots `fill_slots` hands each row's writer: the buffer being filled, appended to as a
+/// `Vec` is (the same method names), but never past its end: an append that does not fit
+/// writes nothing and makes the fill give up.
+pub struct Slots<'a, T> {
+    buffer: &'a mut [MaybeUninit<T>],
+    /// The slots written, from the start.
+    len: usize,
+    overflowed: bool,
+}
+
+impl<'a, T: Copy> Slots<'a, T> {
+    fn new(buffer: &'a mut [MaybeUninit<T>]) -> Self {
+        Slots {
+            buffer,
+            len: 0,
+            overflowed: false,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// `Ok` when `additional` more values fit (nothing is allocated: the buffer is fixed).
+    pub fn try_reserve(&mut self, additional: usize) -> std::result::Result<(), NoRoom> {
+        if additional <= self.buffer.len() - self.len {
+            Ok(())
+        } else {
+            Err(NoRoom)
+        }
+    }
+
+    pub fn push(&mut self, value: T) {
+        self.extend(std::iter::once(value));
+    }
+
+    pub fn extend_from_slice(&mut self, values: &[T]) {
+        let end = self.len.saturating_add(values.len());
+        match self.buffer.get_mut(self.len..end) {
+            Some(slots) => {
+                for (slot, &value) in slots.iter_mut().zip(values) {
+                    slot.write(value);
+                }
+                self.len = end;
+            }
+            None => self.overflowed = true,
+        }
+    }
+
+    pub fn extend(&mut self, values: impl IntoIterator<Item = T>) {
+        let mut values = values.into_iter();
+        let mut written = 0;
+        for (slot, value) in self.buffer[self.len..].iter_mut().zip(&mut values) {
+            slot.write(value);
+            written += 1;
+        }
+        self.len += written;
+        // Values left over: the buffer is full.
+        if values.next().is_some() {
+            self.overflowed = true;
+        }
+    }
+
+    /// Appends copies of `value` up to `new_len` slots (never shortens).
+    pub fn resize(&mut self, new_len: usize, value: T) {
+        match self.buffer.get_mut(self.len..new_len) {
+            Some(slots) => {
+                for slot in slots {
+                    slot.write(value);
+                }
+                self.len = new_len;
+            }
+            // Past the buffer (or shorter: a Vec would truncate, which no writer needs).
+            None => self.overflowed = true,
+        }
+    }
+
+    /// Forgets the values past `len`.
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
+    /// The slots not written yet.
+    pub fn spare_capacity_mut(&mut self) -> &mut [MaybeUninit<T>] {
+        &mut self.buffer[self.len..]
+    }
+
+    /// Marks the first `new_len` slots written.
+    ///
+    /// # Safety
+    /// Every slot below `new_len` must have been written and `new_len` must be at most the
+    /// buffer's length, as for `Vec::set_len`.
+    pub unsafe fn set_len(&mut self, new_len: usize) {
+        self.len = new_len;
+    }
+
+    /// The values written so far.
+    pub fn written(&mut self) -> &mut [T] {
+        let written = &mut self.buffer[..self.len];
+        // SAFETY: the first `len` slots were written (every method that raises `len` writes
+        // the slots below it first, `set_len`'s caller promises it), and `MaybeUninit<T>` has
+        // `T`'s layout.
+        unsafe { &mut *(std::ptr::from_mut(written) as *mut [T]) }
+    }
+}
+
+/// Appends `length` values to `out` through the slots `write` appends them to (a row writer
+/// of `fill_in_place` used on a vector): `false`, and `out` unchanged, when `write` gives up
+/// or appends some other number of values.
+pub fn append_to_vec<T: Copy>(
+    out: &mut Vec<T>,
+    length: usize,
+    write: impl FnOnce(&mut Slots<'_, T>) -> bool,
+) -> bool {
+    if out.try_reserve(length).is_err() {
+        return false;
+    }
+    let start = out.len();
+    let Some(spare) = out.spare_capacity_mut().get_mut(..length) else {
+        return false;
+    };
+    let mut slots = Slots::new(spare);
+    if !write(&mut slots) || slots.overflowed || slots.len() != length {
+        return false;
+    }
+    // SAFETY: the `length` slots after `start` are within the capacity reserved above, and
+    // every one was written (`slots` counts only written slots from its start).
+    unsafe { out.set_len(start + length) };
+    true
 }
 
 /// Appends `length` slots to `out` for `write` to set (a `fill_in_place` row written into a
 /// slice); `false` when `write` gives up.
 pub fn append_slots<T: Copy + Default>(
-    out: &mut Vec<T>,
+    out: &mut Slots<'_, T>,
     length: usize,
     write: impl FnOnce(&mut [T]) -> bool,
 ) -> bool {
     let start = out.len();
     out.resize(start + length, T::default());
-    write(&mut out[start..])
+    if out.overflowed {
+        return false;
+    }
+    write(&mut out.written()[start..])
 }
 
 /// The `rows × target` attention mask of rows of `lengths`: 1 on each row's values, 0 on its
@@ -348,70 +594,160 @@ fn output_dtype(plan: &Plan, key: &str, kind: Kind, padded: bool) -> DType {
     }
 }
 
-/// Lays one column out as `dtype`, padding rows to `target` when given.
-fn materialize(
-    column: &Column,
-    dtype: DType,
-    target: Option<usize>,
-    pad: i64,
-    left: bool,
-) -> Result<(Data, Layout)> {
-    let rows = column.rows();
-    let offsets = &column.offsets;
-    let layout = match (column.shape, target) {
-        (Some(Shape::Scalar), _) => Layout::Scalar { rows },
-        (_, Some(columns)) => Layout::Matrix { rows, columns },
-        (_, None) => Layout::Ragged {
-            offsets: offsets.clone(),
-        },
-    };
-    let width = match target {
-        Some(t) if column.shape != Some(Shape::Scalar) => Some(t),
-        _ => None,
-    };
-    let key = column.key.as_str();
-    let is_float = column.kind == Some(Kind::Float);
-    let data = match dtype {
-        // The common case, padded straight from the gathered ints.
-        DType::I64 if !is_float => match width {
-            Some(t) => Data::I64(fill(key, &column.ints, offsets, t, pad, left)?),
-            None => Data::I64(column.to_ints()?),
-        },
-        // Float values forced to int64 truncate toward zero, as torch.tensor(dtype=long) does.
-        DType::I64 => {
-            let flat = column.to_ints()?;
-            match width {
-                Some(t) => Data::I64(fill(key, &flat, offsets, t, pad, left)?),
-                None => Data::I64(flat),
+/// An element type of an output buffer.
+pub trait OutputElement: Copy {
+    fn data(values: Vec<Self>) -> Data;
+    /// The buffer as slots of this type, or None when it holds another dtype.
+    fn slots<'a>(buffer: OutputBuffer<'a>) -> Option<&'a mut [MaybeUninit<Self>]>;
+}
+
+macro_rules! output_element {
+    ($type:ty, $variant:ident) => {
+        impl OutputElement for $type {
+            fn data(values: Vec<Self>) -> Data {
+                Data::$variant(values)
+            }
+            fn slots<'a>(buffer: OutputBuffer<'a>) -> Option<&'a mut [MaybeUninit<Self>]> {
+                match buffer {
+                    OutputBuffer::$variant(slots) => Some(slots),
+                    _ => None,
+                }
             }
         }
+    };
+}
+
+output_element!(bool, Bool);
+output_element!(i64, I64);
+output_element!(f32, F32);
+output_element!(f64, F64);
+
+/// A buffer the caller gives for one output (see [`Planned::fill`]): as many slots as the
+/// output has values, of its dtype, possibly not initialised.
+pub enum OutputBuffer<'a> {
+    Bool(&'a mut [MaybeUninit<bool>]),
+    I64(&'a mut [MaybeUninit<i64>]),
+    F32(&'a mut [MaybeUninit<f32>]),
+    F64(&'a mut [MaybeUninit<f64>]),
+}
+
+/// A column's values converted to an output's dtype, before they are laid out.
+enum Values<'a, T> {
+    Borrowed(&'a [T]),
+    Owned(Vec<T>),
+}
+
+impl<T: Copy> Values<'_, T> {
+    fn as_slice(&self) -> &[T] {
+        match self {
+            Values::Borrowed(values) => values,
+            Values::Owned(values) => values,
+        }
+    }
+}
+
+/// `values` laid out as `planned` says, into `buffer` when given (then the result is
+/// `Data::Given`), else into a fresh vector (none when the values are already laid out).
+fn place<T: OutputElement>(
+    planned: &PlannedOutput,
+    offsets: &[usize],
+    values: Values<'_, T>,
+    pad: T,
+    buffer: Option<OutputBuffer<'_>>,
+) -> Result<Data> {
+    let key = planned.key.as_str();
+    let Some(buffer) = buffer else {
+        return Ok(T::data(match (planned.width, values) {
+            (Some(width), values) => {
+                fill(key, values.as_slice(), offsets, width, pad, planned.left)?
+            }
+            (None, Values::Owned(values)) => values,
+            (None, Values::Borrowed(values)) => {
+                let mut out = try_reserved(key, values.len())?;
+                out.extend_from_slice(values);
+                out
+            }
+        }));
+    };
+    let into = T::slots(buffer).ok_or_else(|| {
+        CollateError::InvalidOption(format!("'{key}': a buffer of another dtype was given"))
+    })?;
+    match planned.width {
+        Some(width) => fill_into(
+            key,
+            values.as_slice(),
+            offsets,
+            width,
+            pad,
+            planned.left,
+            into,
+        )?,
+        None => {
+            let values = values.as_slice();
+            if into.len() != values.len() {
+                return Err(CollateError::InvalidOption(format!(
+                    "'{key}': a buffer of {} values given for an output of {}",
+                    into.len(),
+                    values.len()
+                )));
+            }
+            for (slot, &value) in into.iter_mut().zip(values) {
+                slot.write(value);
+            }
+        }
+    }
+    Ok(Data::Given)
+}
+
+/// Lays one column out as `planned` says (its dtype, padded rows to its width when given).
+fn materialize(
+    column: &Column,
+    planned: &PlannedOutput,
+    buffer: Option<OutputBuffer<'_>>,
+) -> Result<Data> {
+    let offsets = &column.offsets;
+    let is_float = column.kind == Some(Kind::Float);
+    let pad = planned.pad_value;
+    match planned.dtype {
+        // The common case, padded straight from the gathered ints.
+        DType::I64 if !is_float && planned.width.is_some() => place(
+            planned,
+            offsets,
+            Values::Borrowed(&column.ints),
+            pad,
+            buffer,
+        ),
+        // Float values forced to int64 truncate toward zero, as torch.tensor(dtype=long) does.
+        DType::I64 => place(
+            planned,
+            offsets,
+            Values::Owned(column.to_ints()?),
+            pad,
+            buffer,
+        ),
         DType::Bool => {
             let flat: Vec<bool> = if is_float {
                 column.floats.iter().map(|&v| v != 0.0).collect()
             } else {
                 column.ints.iter().map(|&v| v != 0).collect()
             };
-            match width {
-                Some(t) => Data::Bool(fill(key, &flat, offsets, t, pad != 0, left)?),
-                None => Data::Bool(flat),
-            }
+            place(planned, offsets, Values::Owned(flat), pad != 0, buffer)
         }
-        DType::F32 => {
-            let flat = column.to_f32s()?;
-            match width {
-                Some(t) => Data::F32(fill(key, &flat, offsets, t, pad as f32, left)?),
-                None => Data::F32(flat),
-            }
-        }
-        DType::F64 => {
-            let flat = column.to_floats()?;
-            match width {
-                Some(t) => Data::F64(fill(key, &flat, offsets, t, pad as f64, left)?),
-                None => Data::F64(flat),
-            }
-        }
-    };
-    Ok((data, layout))
+        DType::F32 => place(
+            planned,
+            offsets,
+            Values::Owned(column.to_f32s()?),
+            pad as f32,
+            buffer,
+        ),
+        DType::F64 => place(
+            planned,
+            offsets,
+            Values::Owned(column.to_floats()?),
+            pad as f64,
+            buffer,
+        ),
+    }
 }
 
 fn ones_like_lengths(key: &str, lengths: &[usize]) -> Column {
@@ -428,7 +764,60 @@ fn ones_like_lengths(key: &str, lengths: &[usize]) -> Column {
 
 /// Turns gathered columns into output buffers, following `plan`. Output order is the columns'
 /// order, with a created attention mask appended after them (where transformers puts it).
-pub fn collate(mut columns: Vec<Column>, plan: &Plan) -> Result<Vec<Output>> {
+pub fn collate(columns: Vec<Column>, plan: &Plan) -> Result<Vec<Output>> {
+    let planned = plan_outputs(columns, plan)?;
+    let buffers = planned.outputs.iter().map(|_| None).collect();
+    planned.fill(buffers)
+}
+
+/// One output of [`plan_outputs`] before its values are written: its key, dtype and shape
+/// (what a buffer for it must hold), and how its column is laid out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedOutput {
+    pub key: String,
+    pub dtype: DType,
+    pub layout: Layout,
+    /// The padded row length, or None where the values are taken as they are.
+    width: Option<usize>,
+    pad_value: i64,
+    left: bool,
+}
+
+/// Gathered columns checked against a plan, each with the output it becomes: `collate` in
+/// two steps, so that a caller can give a buffer for each output once its size is known.
+pub struct Planned {
+    columns: Vec<Column>,
+    pub outputs: Vec<PlannedOutput>,
+}
+
+impl Planned {
+    /// Writes each output into its buffer (`buffers[i]` for `outputs[i]`; the output is then
+    /// `Data::Given`), or into a fresh vector where it has none. A buffer must be exactly the
+    /// output's size and dtype: anything else is an error naming the key.
+    pub fn fill(self, buffers: Vec<Option<OutputBuffer<'_>>>) -> Result<Vec<Output>> {
+        if buffers.len() != self.outputs.len() {
+            return Err(CollateError::InvalidOption(format!(
+                "{} buffers given for {} outputs",
+                buffers.len(),
+                self.outputs.len()
+            )));
+        }
+        let mut outputs = Vec::with_capacity(self.outputs.len());
+        for ((column, planned), buffer) in self.columns.iter().zip(self.outputs).zip(buffers) {
+            let data = materialize(column, &planned, buffer)?;
+            outputs.push(Output {
+                key: planned.key,
+                data,
+                layout: planned.layout,
+            });
+        }
+        Ok(outputs)
+    }
+}
+
+/// Checks gathered columns against `plan` and works out each output's dtype and shape
+/// (`collate` without writing the values; see [`Planned::fill`]).
+pub fn plan_outputs(mut columns: Vec<Column>, plan: &Plan) -> Result<Planned> {
     let rows = columns
         .first()
         .map(Column::rows)
@@ -533,14 +922,24 @@ pub fn collate(mut columns: Vec<Column>, plan: &Plan) -> Result<Vec<Output>> {
         let lengths = column.lengths();
         let padded = target.is_some_and(|t| lengths.iter().any(|&l| l != t));
         let dtype = output_dtype(plan, &column.key, column.output_kind(), padded);
-        let (data, layout) = materialize(column, dtype, target, pad_value, left)?;
-        outputs.push(Output {
+        let layout = match (column.shape, target) {
+            (Some(Shape::Scalar), _) => Layout::Scalar { rows },
+            (_, Some(columns)) => Layout::Matrix { rows, columns },
+            (_, None) => Layout::Ragged {
+                offsets: column.offsets.clone(),
+            },
+        };
+        let width = target.filter(|_| column.shape != Some(Shape::Scalar));
+        outputs.push(PlannedOutput {
             key: column.key.clone(),
-            data,
+            dtype,
             layout,
+            width,
+            pad_value,
+            left,
         });
     }
-    Ok(outputs)
+    Ok(Planned { columns, outputs })
 }
 
 #[cfg(test)]
@@ -781,6 +1180,131 @@ mod tests {
             matches!(err, Err(CollateError::OutputTooLarge { .. })),
             "{err:?}"
         );
+    }
+
+    fn uninit<T>(n: usize) -> Vec<MaybeUninit<T>> {
+        (0..n).map(|_| MaybeUninit::uninit()).collect()
+    }
+
+    /// The values of slots every one of which was written.
+    fn written<T: Copy>(slots: &[MaybeUninit<T>]) -> Vec<T> {
+        // SAFETY: the callers pass slots a successful fill wrote, every one of them.
+        slots
+            .iter()
+            .map(|slot| unsafe { slot.assume_init() })
+            .collect()
+    }
+
+    #[test]
+    fn fill_slots_writes_a_given_buffer_as_fill_in_place_writes_a_vector() {
+        let rows: [&[i64]; 3] = [&[1, 2], &[], &[3, 4, 5]];
+        let lengths: Vec<usize> = rows.iter().map(|r| r.len()).collect();
+        for left in [false, true] {
+            let write = |row: usize, out: &mut Slots<'_, i64>| {
+                out.extend_from_slice(rows[row]);
+                true
+            };
+            let fresh = fill_in_place("ids", &lengths, 4, 9, left, write).unwrap();
+            let mut given = uninit::<i64>(12);
+            assert!(fill_slots("ids", &lengths, 4, 9, left, &mut given, write).unwrap());
+            assert_eq!(Some(written(&given)), fresh);
+        }
+        // A buffer of another size is an error naming the key; nothing is written.
+        let mut short = uninit::<i64>(11);
+        let err = fill_slots("ids", &lengths, 4, 9, false, &mut short, |_, _| true).unwrap_err();
+        assert!(matches!(err, CollateError::InvalidOption(ref m) if m.contains("'ids'")));
+    }
+
+    #[test]
+    fn slots_never_write_past_the_buffer() {
+        let mut buffer = uninit::<i64>(4);
+        // A row writer that appends more than the whole buffer: the fill gives up.
+        let filled = fill_slots("ids", &[2, 2], 2, 0, false, &mut buffer, |_, out| {
+            out.extend_from_slice(&[1, 2, 3, 4, 5, 6]);
+            true
+        });
+        assert_eq!(filled, Ok(false));
+        let mut slots = Slots::new(&mut buffer[..2]);
+        assert_eq!(slots.try_reserve(3), Err(NoRoom));
+        slots.push(7);
+        slots.resize(2, 8);
+        assert_eq!(slots.written(), [7, 8]);
+        slots.push(9);
+        assert!(slots.overflowed);
+        assert_eq!(slots.len(), 2);
+        let mut out = vec![1i64];
+        assert!(append_to_vec(&mut out, 2, |slots| {
+            slots.extend([2, 3]);
+            true
+        }));
+        assert!(!append_to_vec(&mut out, 2, |slots| {
+            slots.push(4);
+            true
+        }));
+        assert_eq!(out, [1, 2, 3]);
+    }
+
+    #[test]
+    fn planned_outputs_fill_given_buffers_with_collates_values() {
+        let columns = || {
+            let mut label = Column::new("label");
+            for v in [0.5, 1.5] {
+                label.push_float(v);
+                label.end_row(Shape::Scalar).unwrap();
+            }
+            vec![
+                seq_column("input_ids", &[&[5, 6, 7], &[8]]),
+                seq_column("token_type_ids", &[&[1, 1, 1], &[1]]),
+                label,
+            ]
+        };
+        let plan = plan(vec![group(Strategy::Longest, true)]);
+        let expected = collate(columns(), &plan).unwrap();
+        let planned = plan_outputs(columns(), &plan).unwrap();
+        let shapes: Vec<_> = planned
+            .outputs
+            .iter()
+            .map(|o| (o.key.as_str(), o.dtype, o.layout.clone()))
+            .collect();
+        let matrix = Layout::Matrix {
+            rows: 2,
+            columns: 3,
+        };
+        assert_eq!(
+            shapes,
+            [
+                ("input_ids", DType::I64, matrix.clone()),
+                ("token_type_ids", DType::I64, matrix.clone()),
+                ("label", DType::F32, Layout::Scalar { rows: 2 }),
+                ("attention_mask", DType::I64, matrix),
+            ]
+        );
+        let (mut ids, mut types, mut labels) = (uninit(6), uninit(6), uninit(2));
+        let buffers = vec![
+            Some(OutputBuffer::I64(&mut ids)),
+            Some(OutputBuffer::I64(&mut types)),
+            Some(OutputBuffer::F32(&mut labels)),
+            None, // the mask into a fresh vector
+        ];
+        let outputs = planned.fill(buffers).unwrap();
+        assert!(outputs[..3].iter().all(|o| o.data == Data::Given));
+        assert_eq!(outputs[3], expected[3]);
+        assert_eq!(Data::I64(written(&ids)), expected[0].data);
+        assert_eq!(Data::I64(written(&types)), expected[1].data);
+        assert_eq!(Data::F32(written(&labels)), expected[2].data);
+        // A buffer of another dtype or size is an error naming the key.
+        let mut floats = uninit::<f64>(6);
+        let planned = plan_outputs(columns(), &plan).unwrap();
+        let err = planned
+            .fill(vec![Some(OutputBuffer::F64(&mut floats)), None, None, None])
+            .unwrap_err();
+        assert!(matches!(err, CollateError::InvalidOption(ref m) if m.contains("'input_ids'")));
+        let mut few = uninit::<f32>(1);
+        let planned = plan_outputs(columns(), &plan).unwrap();
+        let err = planned
+            .fill(vec![None, None, Some(OutputBuffer::F32(&mut few)), None])
+            .unwrap_err();
+        assert!(matches!(err, CollateError::InvalidOption(ref m) if m.contains("'label'")));
     }
 
     #[test]

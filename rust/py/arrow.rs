@@ -14,6 +14,7 @@ use crate::core::arrow::{self, ArrowColumn, ArrowError, Bitmap, Chunk, Offsets, 
 use crate::core::error::CollateError;
 use crate::core::pad;
 
+use super::output_buffers::OutputBuffers;
 use super::pad::{build_plan, output_to_py, GroupArgs};
 
 /// One chunk as Python describes it: (rows, offsets or None, values type, values, values length,
@@ -183,8 +184,12 @@ impl ArrowColumnHandle {
 
 /// Collates rows `indices` (dataset positions, mapped through `index_map` when given) of Arrow
 /// columns: the Arrow counterpart of `collate`, with the same groups, options and output.
+/// With `output_buffer`, as in `collate`, each output is written into the tensor it gives.
 #[pyfunction]
-#[pyo3(signature = (columns, index_map, indices, groups, *, float32, allow_ragged=false, dtypes=None, keys=None))]
+#[pyo3(signature = (
+    columns, index_map, indices, groups, *, float32, allow_ragged=false, dtypes=None, keys=None,
+    output_buffer=None
+))]
 #[allow(clippy::too_many_arguments)]
 pub fn collate_arrow<'py>(
     py: Python<'py>,
@@ -196,6 +201,7 @@ pub fn collate_arrow<'py>(
     allow_ragged: bool,
     dtypes: Option<HashMap<String, String>>,
     keys: Option<Vec<String>>,
+    output_buffer: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let plan = build_plan(groups, float32, allow_ragged, dtypes)?;
     let all: Vec<&ArrowColumn<'_>> = columns.iter().map(|c| c.get().column()).collect();
@@ -214,15 +220,30 @@ pub fn collate_arrow<'py>(
             .collect::<PyResult<_>>()?,
     };
     let index_map = index_map.as_ref().map(|m| m.get().column());
-    let outputs = py.detach(|| {
-        let gathered = arrow::gather_batch(&selected, index_map, &indices)?;
-        pad::collate(gathered, &plan).map_err(ArrowError::from)
-    })?;
+    let mut buffers = output_buffer.as_ref().and_then(OutputBuffers::new);
+    let outputs = match &mut buffers {
+        None => py.detach(|| {
+            let gathered = arrow::gather_batch(&selected, index_map, &indices)?;
+            pad::collate(gathered, &plan).map_err(ArrowError::from)
+        })?,
+        // Sizes first, then a buffer for each output (attached), then the values.
+        Some(buffers) => {
+            let planned = py.detach(|| {
+                let gathered = arrow::gather_batch(&selected, index_map, &indices)?;
+                pad::plan_outputs(gathered, &plan).map_err(ArrowError::from)
+            })?;
+            let given = buffers.for_planned(&planned.outputs)?;
+            py.detach(|| planned.fill(given))?
+        }
+    };
     // Column order, then a created attention mask: the order `collate` gives.
     let result = PyDict::new(py);
     for output in outputs {
         let key = output.key.clone();
-        result.set_item(key, output_to_py(py, output)?)?;
+        match buffers.as_ref().and_then(|b| b.given_tensor(&output)) {
+            Some(tensor) => result.set_item(key, tensor)?,
+            None => result.set_item(key, output_to_py(py, output)?)?,
+        }
     }
     Ok(result)
 }

@@ -16,6 +16,7 @@ use crate::core::pad::{self, Layout, Output, PadGroup, Plan};
 use super::dlpack;
 use super::gather::{gather, KeepRaw};
 use super::in_place;
+use super::output_buffers::OutputBuffers;
 use super::pad::{build_plan, output_to_py, GroupArgs};
 use super::rows::BatchKeys;
 use super::tensors;
@@ -44,6 +45,7 @@ fn pad_groups_in_place<'py>(
     plan: &Plan,
     padded_keys: &[&str],
     only_keys: &Option<BatchKeys<'py>>,
+    mut buffers: Option<&mut OutputBuffers<'py>>,
 ) -> PyResult<Option<InPlace<'py>>> {
     // The rows as exact dicts, read in one pass.
     let size = if let Ok(list) = features.cast_exact::<PyList>() {
@@ -89,7 +91,8 @@ fn pad_groups_in_place<'py>(
     let mut outputs = Vec::with_capacity(keys.names.len() + plan.groups.len());
     let mut rest_groups = Vec::new();
     for group in &plan.groups {
-        match in_place::pad_group(&rows, &keys.names, &keys.objects, group, plan) {
+        let buffers = buffers.as_deref_mut();
+        match in_place::pad_group(&rows, &keys.names, &keys.objects, group, plan, buffers) {
             Some(group_outputs) => outputs.extend(group_outputs),
             None => rest_groups.push(group.clone()),
         }
@@ -113,11 +116,14 @@ fn pad_groups_in_place<'py>(
 /// `keep_numpy_scalars`, so do keys outside the pad groups holding a numpy scalar other than an
 /// int64 (whose dtype tokenizer.pad's conversion keeps, see
 /// `read::is_numpy_scalar_of_own_dtype`). With `to_tensor` (e.g. `torch.from_numpy`), every numeric output array is passed through it
-/// before it goes into the dict: the caller's conversion loop, done here.
+/// before it goes into the dict: the caller's conversion loop, done here. With
+/// `output_buffer` (`(key, shape, dtype) -> torch.Tensor`), each output that is not ragged is
+/// written straight into the tensor it returns, and that tensor is the output (see
+/// `output_buffers`); where torch has no DLPack exchange table it is not called.
 #[pyfunction]
 #[pyo3(signature = (
     features, groups, *, float32, allow_ragged=false, dtypes=None, keys=None, keep_arrays=false,
-    keep_numpy_scalars=false, to_tensor=None
+    keep_numpy_scalars=false, to_tensor=None, output_buffer=None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn collate<'py>(
@@ -131,6 +137,7 @@ pub fn collate<'py>(
     keep_arrays: bool,
     keep_numpy_scalars: bool,
     to_tensor: Option<Bound<'py, PyAny>>,
+    output_buffer: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let plan = build_plan(groups, float32, allow_ragged, dtypes)?;
     let keys = keys.map(|names| BatchKeys::named(py, names));
@@ -138,7 +145,8 @@ pub fn collate<'py>(
         arrays: keep_arrays,
         numpy_scalars: keep_numpy_scalars,
     };
-    collate_with(py, features, &plan, keys, keep, to_tensor.as_ref())
+    let buffers = output_buffer.as_ref().and_then(OutputBuffers::new);
+    collate_with(py, features, &plan, keys, keep, to_tensor.as_ref(), buffers)
 }
 
 /// `collate`'s options settled once for many calls (a collator's call plan): the pad plan
@@ -194,7 +202,7 @@ pub fn collate_planned<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let plan = plan.get();
     let to_tensor = plan.to_tensor.as_ref().map(|f| f.bind(py));
-    let batch = collate_with(py, rows, &plan.plan, None, plan.keep, to_tensor)?;
+    let batch = collate_with(py, rows, &plan.plan, None, plan.keep, to_tensor, None)?;
     let Some(class) = &plan.batch_encoding else {
         return Ok(batch.into_any());
     };
@@ -243,6 +251,7 @@ fn collate_with<'py>(
     keys: Option<BatchKeys<'py>>,
     keep: Keep,
     to_tensor: Option<&Bound<'py, PyAny>>,
+    mut buffers: Option<OutputBuffers<'py>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let members = plan.groups.iter().map(|g| g.followers.len() + 2).sum();
     let mut padded_keys: Vec<&str> = Vec::with_capacity(members);
@@ -261,47 +270,49 @@ fn collate_with<'py>(
     let modes_off = tensors::modes_off(py)?;
     // Groups padded straight from the rows (the usual batch); the rest is gathered into
     // columns and padded by the core.
-    let (keys, in_place, rest_plan, gathered) =
-        match pad_groups_in_place(features, plan, &padded_keys, &keys)? {
-            None => {
-                let (keys, gathered) = gather(features, &padded_keys, keys, keep)?;
-                (keys, Vec::new(), None, gathered)
-            }
-            Some(InPlace {
-                keys,
-                rows,
-                mut outputs,
-                rest_groups,
-            }) => {
-                // Keys outside every group holding an int per row (labels: Python ints, or
-                // 0-d tensors), read straight from the rows too.
-                for (name, object) in keys.names.iter().zip(&keys.objects) {
-                    if padded_keys.contains(&name.as_str()) {
-                        continue;
-                    }
-                    if let Some(output) =
-                        in_place::int_scalars(&rows, object, name, plan, keep.arrays)
-                    {
-                        outputs.push(output);
-                    }
+    let in_place = pad_groups_in_place(features, plan, &padded_keys, &keys, buffers.as_mut())?;
+    if let Some(buffers) = &mut buffers {
+        buffers.raise_kept()?;
+    }
+    let (keys, in_place, rest_plan, gathered) = match in_place {
+        None => {
+            let (keys, gathered) = gather(features, &padded_keys, keys, keep)?;
+            (keys, Vec::new(), None, gathered)
+        }
+        Some(InPlace {
+            keys,
+            rows,
+            mut outputs,
+            rest_groups,
+        }) => {
+            // Keys outside every group holding an int per row (labels: Python ints, or
+            // 0-d tensors), read straight from the rows too.
+            for (name, object) in keys.names.iter().zip(&keys.objects) {
+                if padded_keys.contains(&name.as_str()) {
+                    continue;
                 }
-                let padded_here = |key: &str| outputs.iter().any(|o| o.key == key);
-                let gathered = if keys.names.iter().all(|key| padded_here(key)) {
-                    Vec::new()
-                } else {
-                    let rest = keys.filtered(|key| !padded_here(key));
-                    gather(features, &padded_keys, Some(rest), keep)?.1
-                };
-                // The plan for what is left to the core, the padded groups taken out.
-                let rest_plan = (!gathered.is_empty()).then(|| Plan {
-                    groups: rest_groups,
-                    float_dtype: plan.float_dtype,
-                    allow_ragged: plan.allow_ragged,
-                    dtypes: plan.dtypes.clone(),
-                });
-                (keys, outputs, rest_plan, gathered)
+                if let Some(output) = in_place::int_scalars(&rows, object, name, plan, keep.arrays)
+                {
+                    outputs.push(output);
+                }
             }
-        };
+            let padded_here = |key: &str| outputs.iter().any(|o| o.key == key);
+            let gathered = if keys.names.iter().all(|key| padded_here(key)) {
+                Vec::new()
+            } else {
+                let rest = keys.filtered(|key| !padded_here(key));
+                gather(features, &padded_keys, Some(rest), keep)?.1
+            };
+            // The plan for what is left to the core, the padded groups taken out.
+            let rest_plan = (!gathered.is_empty()).then(|| Plan {
+                groups: rest_groups,
+                float_dtype: plan.float_dtype,
+                allow_ragged: plan.allow_ragged,
+                dtypes: plan.dtypes.clone(),
+            });
+            (keys, outputs, rest_plan, gathered)
+        }
+    };
     drop(modes_off);
     // Few keys: looked up by scanning, not hashing. `raw` holds indices into `keys`.
     let mut numeric = Vec::new();
@@ -325,14 +336,31 @@ fn collate_with<'py>(
         Vec::new()
     } else {
         let core_plan = rest_plan.as_ref().unwrap_or(plan);
-        py.detach(|| pad::collate(numeric, core_plan))?
+        match &mut buffers {
+            None => py.detach(|| pad::collate(numeric, core_plan))?,
+            // Sizes first, then a buffer for each output (attached), then the values.
+            Some(buffers) => {
+                let planned = pad::plan_outputs(numeric, core_plan)?;
+                let given = buffers.for_planned(&planned.outputs)?;
+                py.detach(|| planned.fill(given))?
+            }
+        }
     };
     outputs.extend(in_place);
+    if let Some(buffers) = &mut buffers {
+        // The labels read straight from the rows (`in_place::int_scalars`), copied over.
+        for output in &mut outputs {
+            buffers.take_over(output)?;
+        }
+    }
     let result = PyDict::new(py);
     // `torch.from_numpy` of each output: its tensors made straight from the buffers.
     let torch_tensors = to_tensor.is_some_and(dlpack::is_torch_from_numpy);
     let put = |object: &Bound<'py, PyString>, output: Output| -> PyResult<()> {
         let ragged = matches!(output.layout, Layout::Ragged { .. });
+        if let Some(tensor) = buffers.as_ref().and_then(|b| b.given_tensor(&output)) {
+            return result.set_item(object, tensor);
+        }
         match to_tensor {
             Some(convert) if !ragged => result.set_item(
                 object,

@@ -24,7 +24,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::{ffi, intern};
 
-use crate::core::pad::{Data, Layout, Output};
+use crate::core::pad::{DType, Data, Layout, Output};
 
 use super::pad::output_to_py;
 use super::tensors::torch_tensor_type;
@@ -447,8 +447,140 @@ pub fn converted<'py>(
                 Data::I64(v) => tensor_from_vec(py, make, v, dims, dtype(INT, 64)),
                 Data::F32(v) => tensor_from_vec(py, make, v, dims, dtype(FLOAT, 32)),
                 Data::F64(v) => tensor_from_vec(py, make, v, dims, dtype(FLOAT, 64)),
+                Data::Given => output_to_py(py, output),
             };
         }
     }
     convert.call1((output_to_py(py, output)?,))
+}
+
+/// `kDLCUDAHost`: page-locked host memory, which a pinned CPU tensor may be described as.
+const CUDA_HOST: i32 = 3;
+
+/// Where a writable buffer given for an output lies, as torch's table describes the tensor.
+pub struct BufferView {
+    pub data: *mut u8,
+    /// Its values, C-contiguous from `data`.
+    pub len: usize,
+}
+
+/// Why a tensor cannot take an output (see `output_buffer`).
+pub enum NotABuffer {
+    /// torch has no exchange table.
+    NoTable,
+    /// Not a buffer of that output: what it is instead.
+    Unfit(String),
+}
+
+fn data_type(dtype: DType) -> (u8, u8) {
+    match dtype {
+        DType::Bool => (BOOL, 8),
+        DType::I64 => (INT, 64),
+        DType::F32 => (FLOAT, 32),
+        DType::F64 => (FLOAT, 64),
+    }
+}
+
+/// The memory of `tensor` (an exact `torch.Tensor`) when it can hold an output of `dtype`
+/// and shape `dims` (one or two dimensions) as it is: on the CPU (pinned or not), of that
+/// dtype and shape, C-contiguous and aligned. Read from torch's own description of the tensor
+/// (one C call), which no Python-level override can change.
+pub fn output_buffer(
+    tensor: &Bound<'_, PyAny>,
+    dtype: DType,
+    dims: &[usize],
+) -> Result<BufferView, NotABuffer> {
+    let py = tensor.py();
+    let Some(address) = functions(py).and_then(|f| f.view_of_py_object) else {
+        return Err(NotABuffer::NoTable);
+    };
+    let unfit = |what: String| Err(NotABuffer::Unfit(what));
+    // SAFETY: the address is the table's function pointer of this type (`functions`).
+    let view_of = unsafe { std::mem::transmute::<usize, ViewOfPyObject>(address) };
+    let mut view = Tensor {
+        data: ptr::null_mut(),
+        device: Device {
+            device_type: 0,
+            device_id: 0,
+        },
+        ndim: -1,
+        dtype: DataType {
+            code: 0,
+            bits: 0,
+            lanes: 0,
+        },
+        shape: ptr::null_mut(),
+        strides: ptr::null_mut(),
+        byte_offset: 0,
+    };
+    // SAFETY: the interpreter is attached (the function may set a Python error) and `tensor`
+    // is an exact torch.Tensor (the caller checked), the type the table was found on; `view`
+    // is written in place, its shape and strides pointing into the tensor's own metadata,
+    // read here before anything else runs.
+    unsafe {
+        if view_of(tensor.as_ptr().cast(), &mut view) != 0 {
+            // The first line: torch appends a C++ backtrace to some of its messages.
+            let err = PyErr::take(py).map_or_else(String::new, |err| {
+                let message = err.to_string();
+                format!(": {}", message.lines().next().unwrap_or_default())
+            });
+            return unfit(format!("a tensor torch cannot describe{err}"));
+        }
+        if view.device.device_type != CPU && view.device.device_type != CUDA_HOST {
+            return unfit(format!(
+                "a tensor off the CPU (DLPack device type {})",
+                view.device.device_type
+            ));
+        }
+        let (code, bits) = data_type(dtype);
+        if (view.dtype.code, view.dtype.bits, view.dtype.lanes) != (code, bits, 1) {
+            return unfit(format!(
+                "a tensor of another dtype (DLPack code {}, {} bits)",
+                view.dtype.code, view.dtype.bits
+            ));
+        }
+        let ndim = usize::try_from(view.ndim).unwrap_or(usize::MAX);
+        let shape: &[i64] = if ndim == 0 || view.shape.is_null() {
+            &[]
+        } else {
+            std::slice::from_raw_parts(view.shape, ndim)
+        };
+        if ndim != dims.len()
+            || shape
+                .iter()
+                .zip(dims)
+                .any(|(&s, &d)| usize::try_from(s) != Ok(d))
+        {
+            return unfit(format!("a tensor of shape {shape:?}"));
+        }
+        // C order: each dimension's stride the product of the later ones (a dimension of one
+        // value, or an empty tensor, has no stride that matters; null strides mean compact).
+        if !view.strides.is_null() && !dims.contains(&0) {
+            let strides = std::slice::from_raw_parts(view.strides, ndim);
+            let mut expected: i64 = 1;
+            for (&stride, &dim) in strides.iter().zip(dims).rev() {
+                if dim > 1 && stride != expected {
+                    return unfit(format!("a non-contiguous tensor (strides {strides:?})"));
+                }
+                expected = expected.saturating_mul(i64::try_from(dim).unwrap_or(i64::MAX));
+            }
+        }
+        let len = dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+        let (Some(len), Ok(offset)) = (len, usize::try_from(view.byte_offset)) else {
+            return unfit("a tensor past the address space".into());
+        };
+        let item = usize::from(bits / 8);
+        let data = view.data.cast::<u8>().wrapping_add(offset);
+        if len == 0 {
+            // Nothing is written: any aligned, non-null address will do.
+            return Ok(BufferView {
+                data: item as *mut u8,
+                len,
+            });
+        }
+        if view.data.is_null() || (data as usize) % item != 0 {
+            return unfit("a tensor without aligned data".into());
+        }
+        Ok(BufferView { data, len })
+    }
 }

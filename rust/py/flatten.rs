@@ -13,6 +13,7 @@ use super::rows::BatchKeys;
 use crate::core::column::{Column, Kind, Shape};
 use crate::core::error::CollateError;
 use crate::core::flatten::{flatten as pack, EmptyRows, FlattenOptions};
+use crate::core::pad;
 
 fn one_row<'py, T: numpy::Element>(py: Python<'py>, values: Vec<T>) -> PyResult<Bound<'py, PyAny>> {
     let columns = values.len();
@@ -95,7 +96,11 @@ fn columns_in_place(
         let mut ints = Vec::new();
         ints.try_reserve_exact(*offsets.last()?).ok()?;
         for ((value, is_list), w) in values.iter().zip(offsets.windows(2)) {
-            if !ints::append_exact_ints(value, *is_list, &mut ints, w[1] - w[0]) {
+            let length = w[1] - w[0];
+            let appended = pad::append_to_vec(&mut ints, length, |slots| {
+                ints::append_exact_ints(value, *is_list, slots, length)
+            });
+            if !appended {
                 return None;
             }
         }

@@ -9,15 +9,18 @@
 //! reads it again and reports what is wrong, in row order. Giving up runs no Python code and
 //! changes nothing, so the result is the general path's either way.
 
+use std::mem::MaybeUninit;
+
 use numpy::{PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyInt, PyList, PyString, PyTuple};
 
-use crate::core::pad::{self, Data, Layout, Output, PadGroup, Plan, Strategy};
+use crate::core::pad::{self, Data, Layout, Output, PadGroup, Plan, Slots, Strategy};
 
 use super::dlpack;
 use super::ints;
+use super::output_buffers::OutputBuffers;
 use super::read::{self, IntElement, IntValuesVisitor};
 use super::tensors::{self, ConcatenatedRows, TensorInts};
 
@@ -138,7 +141,7 @@ fn lengths_of(rows: &KeyRows<'_>) -> Option<Vec<usize>> {
 }
 
 /// Appends one row's value (`length` items) to `out`.
-fn append_value(value: &Bound<'_, PyAny>, out: &mut Vec<i64>, length: usize) -> bool {
+fn append_value(value: &Bound<'_, PyAny>, out: &mut Slots<'_, i64>, length: usize) -> bool {
     if value.is_exact_instance_of::<PyList>() {
         return ints::append_exact_ints(value, true, out, length);
     }
@@ -152,20 +155,22 @@ fn append_value(value: &Bound<'_, PyAny>, out: &mut Vec<i64>, length: usize) -> 
 }
 
 /// Appends the first `length` values to `out` (written once: no zero fill first).
-struct AppendFirst<'a> {
+struct AppendFirst<'a, 'b> {
     length: usize,
-    out: &'a mut Vec<i64>,
+    out: &'a mut Slots<'b, i64>,
 }
 
-impl IntValuesVisitor for AppendFirst<'_> {
+impl IntValuesVisitor for AppendFirst<'_, '_> {
     type Output = bool;
     fn visit<T: IntElement>(self, values: &[T]) -> bool {
         read::append_ints(values, 0, self.length, self.out)
     }
 }
 
-/// Fills a padded buffer from concatenated rows, each row's values a slice of `values`.
+/// Fills a padded buffer (`into`, or a fresh one) from concatenated rows, each row's values a
+/// slice of `values`.
 struct FillFromConcatenated<'a> {
+    into: Option<&'a mut [MaybeUninit<i64>]>,
     key: &'a str,
     /// Where the key's values start in the concatenation.
     offset: usize,
@@ -176,15 +181,16 @@ struct FillFromConcatenated<'a> {
 }
 
 impl IntValuesVisitor for FillFromConcatenated<'_> {
-    type Output = Option<Vec<i64>>;
-    fn visit<T: IntElement>(self, values: &[T]) -> Option<Vec<i64>> {
+    type Output = Option<Data>;
+    fn visit<T: IntElement>(self, values: &[T]) -> Option<Data> {
         let mut start = self.offset;
-        let filled = pad::fill_in_place(
+        let filled = pad::fill_data(
             self.key,
             self.lengths,
             self.target,
             self.pad_value,
             self.left,
+            self.into,
             |row, out| {
                 let length = self.lengths[row];
                 let written = read::append_ints(values, start, length, out);
@@ -196,34 +202,42 @@ impl IntValuesVisitor for FillFromConcatenated<'_> {
     }
 }
 
-/// `member` padded to `target`, each row's values appended by `append(row, out)`.
+/// `member` padded to `target` (into `into` when given), each row's values appended by
+/// `append(row, out)`.
 fn fill_rows(
     member: &Member<'_, '_>,
     target: usize,
     left: bool,
-    append: impl FnMut(usize, &mut Vec<i64>) -> bool,
-) -> Option<Vec<i64>> {
-    pad::fill_in_place(
+    into: Option<&mut [MaybeUninit<i64>]>,
+    append: impl FnMut(usize, &mut Slots<'_, i64>) -> bool,
+) -> Option<Data> {
+    pad::fill_data(
         member.key,
         &member.lengths,
         target,
         member.pad_value,
         left,
+        into,
         append,
     )
     .ok()
     .flatten()
 }
 
-fn fill_member(member: &Member<'_, '_>, target: usize, left: bool) -> Option<Vec<i64>> {
+fn fill_member(
+    member: &Member<'_, '_>,
+    target: usize,
+    left: bool,
+    into: Option<&mut [MaybeUninit<i64>]>,
+) -> Option<Data> {
     let length = |row: usize| member.lengths[row];
     match &member.rows {
-        KeyRows::Values(values) => fill_rows(member, target, left, |row, out| {
+        KeyRows::Values(values) => fill_rows(member, target, left, into, |row, out| {
             values
                 .get(row)
                 .is_some_and(|value| append_value(value, out, length(row)))
         }),
-        KeyRows::Tensors(tensors) => fill_rows(member, target, left, |row, out| {
+        KeyRows::Tensors(tensors) => fill_rows(member, target, left, into, |row, out| {
             tensors.get(row).is_some_and(|tensor| {
                 tensor.visit(AppendFirst {
                     length: length(row),
@@ -234,6 +248,7 @@ fn fill_member(member: &Member<'_, '_>, target: usize, left: bool) -> Option<Vec
         KeyRows::Concatenated(concatenated) => read::with_int_values(
             &concatenated.array,
             FillFromConcatenated {
+                into,
                 key: member.key,
                 offset: concatenated.offset,
                 lengths: &member.lengths,
@@ -249,12 +264,14 @@ fn fill_member(member: &Member<'_, '_>, target: usize, left: bool) -> Option<Vec
 /// Pads `group` straight from the rows when it can (see the module's note): its outputs, in
 /// no particular order, or None to leave the group to the general path. `keys` are the keys
 /// being collated (a key of the group outside them is not padded, as in the general path).
+/// With `buffers`, each output is written into the buffer they give for it (`Data::Given`).
 pub fn pad_group<'a, 'py>(
     rows: &[Bound<'py, PyDict>],
     keys: &'a [String],
     py_keys: &[Bound<'py, PyString>],
     group: &'a PadGroup,
     plan: &Plan,
+    mut buffers: Option<&mut OutputBuffers<'py>>,
 ) -> Option<Vec<Output>> {
     let find = |key: &str| keys.iter().position(|k| k == key);
     let wanted = group.members();
@@ -277,6 +294,8 @@ pub fn pad_group<'a, 'py>(
         found.push((&keys[position], pad_value, same_length));
         values.push(key_values(rows, &py_keys[position])?);
     }
+    // Kept to view the rows again once the output buffers are taken (below).
+    let values_again = buffers.is_some().then(|| values.clone());
     let mut members: Vec<(Member<'a, 'py>, bool)> = Vec::with_capacity(found.len());
     for ((key, pad_value, same_length), member_rows) in found.into_iter().zip(members_rows(values)?)
     {
@@ -328,21 +347,50 @@ pub fn pad_group<'a, 'py>(
         rows: rows.len(),
         columns: target,
     };
+    let mask_key = mask.filter(|key| find(key).is_none());
+    // Every buffer first: the provider is Python code, which could move a row's storage, so
+    // the views taken above are dropped and taken again after it, with the rows' lengths
+    // unchanged; nothing but reads follows them.
+    let mut reserved = Vec::new();
+    if let Some(buffers) = buffers.as_deref_mut() {
+        for (member, _) in &members {
+            reserved.push(buffers.reserve_int64(member.key, &layout)?);
+        }
+        if let Some(mask_key) = mask_key {
+            reserved.push(buffers.reserve_int64(mask_key, &layout)?);
+        }
+        for ((member, _), rows) in members.iter_mut().zip(members_rows(values_again?)?) {
+            if lengths_of(&rows)? != member.lengths {
+                return None;
+            }
+            member.rows = rows;
+        }
+    }
+    let mut reserved = reserved.into_iter();
     let mut outputs = Vec::with_capacity(members.len() + 1);
     for (member, _) in &members {
+        let into = match (buffers.as_deref_mut(), reserved.next()) {
+            (Some(buffers), Some(index)) => Some(buffers.int64_at(index)?),
+            _ => None,
+        };
         outputs.push(Output {
             key: member.key.to_owned(),
-            data: Data::I64(fill_member(member, target, group.left)?),
+            data: fill_member(member, target, group.left, into)?,
             layout: layout.clone(),
         });
     }
-    if let Some(mask_key) = mask.filter(|key| find(key).is_none()) {
-        let ones = pad::fill_in_place(
+    if let Some(mask_key) = mask_key {
+        let into = match (buffers, reserved.next()) {
+            (Some(buffers), Some(index)) => Some(buffers.int64_at(index)?),
+            _ => None,
+        };
+        let ones = pad::fill_data(
             mask_key,
             &lead_lengths,
             target,
             0,
             group.left,
+            into,
             |row, out| {
                 out.resize(out.len() + lead_lengths[row], 1);
                 true
@@ -351,7 +399,7 @@ pub fn pad_group<'a, 'py>(
         .ok()??;
         outputs.push(Output {
             key: mask_key.to_owned(),
-            data: Data::I64(ones),
+            data: ones,
             layout,
         });
     }

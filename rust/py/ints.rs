@@ -13,6 +13,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::PyInt;
 
 use crate::core::column::Column;
+use crate::core::pad::Slots;
 
 /// An int past the int64 range at `position` of its sequence.
 pub struct OutOfRange {
@@ -221,12 +222,12 @@ fn write_items(
 
 /// Appends a list's (`is_list`) or tuple's items to `out` when it holds exactly `length` items,
 /// every one an exact int in the int64 range; `false` otherwise (`out` then unchanged). The
-/// values are written once, into `out`'s spare capacity (no zero fill first); `out` grows
-/// only when it has less than `length` slots spare.
+/// values are written once, into `out`'s spare slots (no zero fill first); `false` when it has
+/// fewer than `length` left.
 pub fn append_exact_ints(
     sequence: &Bound<'_, PyAny>,
     is_list: bool,
-    out: &mut Vec<i64>,
+    out: &mut Slots<'_, i64>,
     length: usize,
 ) -> bool {
     if out.try_reserve(length).is_err() {
@@ -256,7 +257,7 @@ pub fn append_exact_ints(
     {
         let start = out.len();
         out.resize(start + length, 0);
-        if write_exact_ints(sequence, is_list, &mut out[start..]) {
+        if write_exact_ints(sequence, is_list, &mut out.written()[start..]) {
             true
         } else {
             out.truncate(start);

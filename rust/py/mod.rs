@@ -17,6 +17,7 @@ mod in_place;
 mod ints;
 mod joined;
 mod masking;
+mod output_buffers;
 mod pack_dataset;
 mod pad;
 mod padded_with_labels;

@@ -17,6 +17,7 @@ use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PyTuple, PyType};
 
 use crate::core::column::{Column, Shape};
 use crate::core::error::CollateError;
+use crate::core::pad::Slots;
 
 use super::ints::{self, OutOfRange};
 use super::tensors::{
@@ -382,7 +383,7 @@ pub fn append_ints<T: IntElement>(
     values: &[T],
     start: usize,
     length: usize,
-    out: &mut Vec<i64>,
+    out: &mut Slots<'_, i64>,
 ) -> bool {
     let Some(src) = int64_range(values, start, length) else {
         return false;

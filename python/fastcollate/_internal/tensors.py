@@ -189,11 +189,29 @@ def check_pin_memory(pin_memory: bool, return_tensors: str | None) -> None:
         )
 
 
-def pin_tensors(batch: dict) -> None:
-    """Replaces every torch tensor of `batch` with a copy in page-locked host memory (torch's
-    pinned allocator), so `.to("cuda", non_blocking=True)` copies asynchronously. This is the
-    copy `DataLoader(pin_memory=True)` makes, done by the collator instead."""
-    torch = torch_module()
+class PinnedOutputBuffers:
+    """The output buffers of `pin_memory=True`: called by the native module as
+    `(key, shape, dtype) -> tensor` once each output's size is known, it returns an empty
+    tensor in page-locked memory (`torch.empty(..., pin_memory=True)`), which the native module
+    fills in place and returns as that output: no copy after padding. `addresses` holds the
+    data pointers it handed out, for `pin_tensors` to leave alone."""
+
+    # Page-locked memory; the tests set False to check the same path on machines without CUDA.
+    pin_memory = True
+
+    def __init__(self) -> None:
+        self.addresses: set[int] = set()
+        self._torch = torch_module()
+
+    def __call__(self, key: str, shape: tuple[int, ...], dtype: str) -> Any:
+        torch = self._torch
+        tensor = torch.empty(shape, dtype=getattr(torch, dtype), pin_memory=self.pin_memory)
+        self.addresses.add(tensor.data_ptr())
+        return tensor
+
+
+def refuse_pinning_in_worker() -> None:
+    """Raises in a DataLoader worker, where a pinned batch cannot stay pinned."""
     from torch.utils.data import get_worker_info
 
     if get_worker_info() is not None:
@@ -204,8 +222,20 @@ def pin_tensors(batch: dict) -> None:
             "leaves the worker through shared memory, unpinned; use "
             "DataLoader(pin_memory=True) there instead"
         )
+
+
+def pin_tensors(batch: dict, filled: PinnedOutputBuffers | None = None) -> None:
+    """Replaces every torch tensor of `batch` with a copy in page-locked host memory (torch's
+    pinned allocator), so `.to("cuda", non_blocking=True)` copies asynchronously — except the
+    tensors `filled` made (pinned already: the native module padded straight into them). The
+    copy is the one `DataLoader(pin_memory=True)` makes, done by the collator instead; it is
+    left for the outputs the native module does not fill (keys converted in Python, a torch
+    without the DLPack exchange table)."""
+    torch = torch_module()
+    refuse_pinning_in_worker()
+    addresses = filled.addresses if filled is not None else ()
     for key, value in batch.items():
-        if isinstance(value, torch.Tensor):
+        if isinstance(value, torch.Tensor) and value.data_ptr() not in addresses:
             batch[key] = value.pin_memory()
 
 

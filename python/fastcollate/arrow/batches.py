@@ -203,6 +203,7 @@ class ArrowBatch:
         dtypes: dict | None = None,
         keys: list | None = None,
         keep_arrays: bool = False,
+        output_buffer: Any = None,
     ) -> dict:
         """`_native.collate` for these rows: same groups, options and output (`keep_arrays`
         changes nothing: Arrow rows hold no numpy or torch values)."""
@@ -217,6 +218,7 @@ class ArrowBatch:
             allow_ragged=allow_ragged,
             dtypes=dtypes,
             keys=keys,
+            output_buffer=output_buffer,
         )
 
     def __reduce__(self):

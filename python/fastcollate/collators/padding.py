@@ -14,6 +14,7 @@ from .._internal.python_values import as_python_values
 from .._internal.rows import first_row, missing_main_input
 from .._internal.stacked_masks import put_back, set_aside_masks
 from .._internal.tensors import (
+    PinnedOutputBuffers,
     batch_encoding,
     check_pin_memory,
     check_return_tensors,
@@ -22,6 +23,7 @@ from .._internal.tensors import (
     is_torch_tensor,
     pin_tensors,
     plain_batch_encoding_class,
+    refuse_pinning_in_worker,
     torch_module,
 )
 from ..arrow import ArrowBatch
@@ -124,8 +126,9 @@ def pad(
 
     - `pin_memory`: return the tensors in page-locked host memory (torch's pinned allocator),
       ready for `.to("cuda", non_blocking=True)`. Needs `return_tensors="pt"` and CUDA (else
-      it raises before padding anything); each tensor is copied there once after padding,
-      the copy `DataLoader(pin_memory=True)` would make.
+      it raises before padding anything). Each output is allocated pinned once its size is
+      known and padded straight into it: no copy after padding (keys converted in Python are
+      copied there, the copy `DataLoader(pin_memory=True)` would make).
 
     `verbose` is accepted as `tokenizer.pad` accepts it; fastcollate prints no warnings.
 
@@ -193,8 +196,10 @@ def pad(
         )
     if return_tensors is None:
         return_tensors = main_kind
+    pinned = None
     if pin_memory:
         check_pin_memory(pin_memory, return_tensors)
+        refuse_pinning_in_worker()
 
     # Masks of two or more dimensions per row are stacked as they are, not padded.
     aside = None if single or isinstance(features, ArrowBatch) else set_aside_masks(features)
@@ -213,6 +218,8 @@ def pad(
             options["keep_numpy_scalars"] = True
         if return_tensors == "pt":
             options["to_tensor"] = torch_module().from_numpy  # outputs come back as tensors
+    if pin_memory:
+        options["output_buffer"] = pinned = PinnedOutputBuffers()
     batch = collate(
         features,
         [group],
@@ -232,7 +239,7 @@ def pad(
     if single:
         out = {key: _unbatch(value) for key, value in out.items()}
     if pin_memory:
-        pin_tensors(out)
+        pin_tensors(out, pinned)
     return batch_encoding(out)
 
 
