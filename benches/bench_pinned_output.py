@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         for fmt in args.formats.split(","):
             batches = [workload.as_format(rows, fmt) for rows in pool]
             nbytes = check_same(methods, batches[0])
-            seconds = timing.time_methods(methods, batches, args.repeat, args.min_seconds)
+            seconds, _spread = timing.time_methods(methods, batches, args.repeat, args.min_seconds)
             saved = seconds["pad_then_copy"] - seconds["provider"]
             ratio = seconds["provider"] / seconds["pad_then_copy"]
             results.append({
