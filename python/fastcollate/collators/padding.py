@@ -19,13 +19,14 @@ from .._internal.tensors import (
     check_return_tensors,
     convert,
     is_torch_tensor,
+    output_kind,
     pin_tensors,
     plain_batch_encoding_class,
     torch_module,
 )
 from ..arrow import ArrowBatch
 from .native import collate, collate_plan, collate_rows
-from .padding_options import PadSettings, padding_group
+from .padding_options import PadSettings, check_padding_options, check_tokenizer, padding_group
 from .tokenizer_state import has_state_key, state_key
 
 
@@ -80,6 +81,24 @@ class MainValues:
             yield row[self.main] if isinstance(row, Mapping) else []
 
 
+# What rows come in: a tokenizer argument of one of these is the rows, passed second.
+_ROW_CONTAINERS = (list, tuple, dict)
+
+
+def _not_a_tokenizer(tokenizer: Any, encoded_inputs: Any) -> TypeError:
+    given = type(tokenizer).__name__
+    if hasattr(encoded_inputs, "pad_token_id") or hasattr(encoded_inputs, "model_input_names"):
+        return TypeError(
+            f"pad(encoded_inputs, tokenizer) takes the rows first and the tokenizer second: the "
+            f"arguments are swapped (encoded_inputs is a {type(encoded_inputs).__name__}, "
+            f"tokenizer a {given}); call fastcollate.pad(rows, tokenizer)"
+        )
+    return TypeError(
+        f"pad's tokenizer must be a tokenizer or None, not a {given}; the rows are the first "
+        "argument"
+    )
+
+
 def pad(
     encoded_inputs: Any,
     tokenizer: Any = None,
@@ -127,6 +146,8 @@ def pad(
     `verbose` is accepted as `tokenizer.pad` accepts it; fastcollate prints no warnings.
     """
     del verbose
+    if type(tokenizer) in _ROW_CONTAINERS:
+        raise _not_a_tokenizer(tokenizer, encoded_inputs)
     settings = PadSettings.resolve(
         tokenizer,
         pad_token_id=pad_token_id,
@@ -248,7 +269,7 @@ def _one_example_tensor(key: str, value: Any, return_tensors: str) -> Any:
         return (value if isinstance(value, np.ndarray) else np.asarray(value))[None]
     except (ValueError, TypeError, RuntimeError) as err:
         raise ValueError(
-            f"cannot make a {return_tensors!r} tensor of '{key}' in row 0: {err}"
+            f"cannot make {output_kind(return_tensors)} of '{key}' in row 0: {err}"
         ) from err
 
 
@@ -363,8 +384,10 @@ class DataCollatorWithPadding:
     _call_plan: ClassVar[_CallPlan | None] = None
 
     def __post_init__(self):
-        return_tensors = getattr(self.return_tensors, "value", self.return_tensors)
-        check_pin_memory(self.pin_memory, return_tensors)
+        # Bad options raise here, by the rules each call applies, not at the first batch.
+        check_tokenizer(self.tokenizer, "DataCollatorWithPadding")
+        check_padding_options(self.padding, self.max_length, self.pad_to_multiple_of)
+        check_pin_memory(self.pin_memory, check_return_tensors(self.return_tensors))
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -427,6 +450,7 @@ class DataCollatorWithPadding:
                 if "label_ids" in batch:
                     batch["labels"] = batch.pop("label_ids")
                 return batch_encoding(batch)
+        check_tokenizer(tokenizer, "DataCollatorWithPadding")
         batch = pad(
             features,
             tokenizer,

@@ -17,7 +17,14 @@ from .base import (
     has_nulls,
     padded_with_labels,
 )
-from .padding_options import PadSettings, checked_pad_id, clamped_multiple, padding_strategy
+from .padding_options import (
+    PadSettings,
+    check_padding_options,
+    check_tokenizer,
+    checked_pad_id,
+    clamped_multiple,
+    padding_strategy,
+)
 
 
 @dataclass
@@ -41,11 +48,19 @@ class DataCollatorForSeq2Seq(TakesArrowBatches):
     label_pad_token_id: int = -100
     return_tensors: str = "pt"
 
+    def __post_init__(self):
+        # Bad options raise here, by the rules each call applies, not at the first batch.
+        check_tokenizer(self.tokenizer, "DataCollatorForSeq2Seq")
+        check_padding_options(self.padding, self.max_length, self.pad_to_multiple_of)
+        if padding_strategy(self.padding) != "do_not_pad":  # the labels are padded with it
+            checked_pad_id("label_pad_token_id", self.label_pad_token_id)
+        framework(self.return_tensors)
 
     def __call__(self, features, return_tensors=None):
         if return_tensors is None:
             return_tensors = self.return_tensors
         return_tensors = framework(return_tensors)
+        check_tokenizer(self.tokenizer, "DataCollatorForSeq2Seq")
         settings = PadSettings.resolve(self.tokenizer)
         features = batch_rows(features, settings.main_input)
         first = first_keys(features)

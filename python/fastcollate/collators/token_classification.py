@@ -9,7 +9,7 @@ from typing import Any
 from .._internal.tensors import batch_encoding
 from .base import TakesArrowBatches, batch_rows, first_keys, framework, padded_with_labels
 from .padding import pad
-from .padding_options import PadSettings, checked_pad_id
+from .padding_options import PadSettings, check_padding_options, check_tokenizer, checked_pad_id
 
 
 @dataclass
@@ -30,6 +30,13 @@ class DataCollatorForTokenClassification(TakesArrowBatches):
 
     _batch_methods = ("__call__", "torch_call", "numpy_call", "_collate")
 
+    def __post_init__(self):
+        # Bad options raise here, by the rules each call applies, not at the first batch.
+        check_tokenizer(self.tokenizer, "DataCollatorForTokenClassification")
+        check_padding_options(self.padding, self.max_length, self.pad_to_multiple_of)
+        checked_pad_id("label_pad_token_id", self.label_pad_token_id)
+        framework(self.return_tensors)
+
     def __call__(self, features, return_tensors=None):
         if return_tensors is None:
             return_tensors = self.return_tensors
@@ -44,6 +51,7 @@ class DataCollatorForTokenClassification(TakesArrowBatches):
         return self._collate(features, "np")
 
     def _collate(self, features, return_tensors: str):
+        check_tokenizer(self.tokenizer, "DataCollatorForTokenClassification")
         settings = PadSettings.resolve(self.tokenizer)
         features = batch_rows(features, settings.main_input)
         first = first_keys(features)
