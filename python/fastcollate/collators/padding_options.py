@@ -163,14 +163,12 @@ def resolve_padding(
 
 
 def checked_max_length(max_length: Any, strategy: str) -> int | None:
-    """`max_length` as padding uses it under `strategy` (None unless "max_length": transformers
-    ignores it then), after checking it is a non-negative integer no larger than an array."""
-    if max_length is None:
+    """`max_length` as padding uses it under `strategy`: None unless "max_length" (transformers
+    ignores it then, whatever it is), else a non-negative integer no larger than an array."""
+    if max_length is None or strategy != "max_length":
         return None
     if pad_to_multiple_of_invalid(max_length):
         raise ValueError(f"max_length must be a non-negative integer, not {max_length!r}")
-    if strategy != "max_length":
-        return None
     if max_length > MAX_SIZE:
         raise ValueError(
             f"max_length={max_length} is larger than any array can be; check max_length"
