@@ -171,10 +171,10 @@ class DataCollatorForLanguageModeling(TakesArrowBatches):
     mask_rng: str = "native"
 
     def __post_init__(self):
-        # Bad options raise here; those a call also checks, by the same rules.
+        # Bad options raise here; those a call also checks, by the same rules, in its order.
+        framework(self.return_tensors)
         check_tokenizer(self.tokenizer, "DataCollatorForLanguageModeling")
         check_pad_to_multiple_of(self.pad_to_multiple_of)
-        framework(self.return_tensors)
         if self.mask_rng not in MASK_RNGS:
             raise ValueError(f"mask_rng must be 'native' or 'torch', not {self.mask_rng!r}")
         if self.mask_rng == "torch":

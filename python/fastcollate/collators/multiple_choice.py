@@ -78,10 +78,11 @@ class DataCollatorForMultipleChoice:
     return_tensors: str = "pt"
 
     def __post_init__(self):
-        # Bad options raise here, by the rules each call applies, not at the first batch.
+        # Bad options raise here, by the rules each call applies (in its order), not at the
+        # first batch.
+        framework(self.return_tensors)
         check_tokenizer(self.tokenizer, "DataCollatorForMultipleChoice")
         check_padding_options(self.padding, self.max_length, self.pad_to_multiple_of)
-        framework(self.return_tensors)
 
     def __call__(self, features, return_tensors=None):
         if return_tensors is None:

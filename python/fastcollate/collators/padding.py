@@ -384,10 +384,12 @@ class DataCollatorWithPadding:
     _call_plan: ClassVar[_CallPlan | None] = None
 
     def __post_init__(self):
-        # Bad options raise here, by the rules each call applies, not at the first batch.
+        # Bad options raise here, by the rules each call applies (in its order), not at the
+        # first batch.
         check_tokenizer(self.tokenizer, "DataCollatorWithPadding")
+        return_tensors = check_return_tensors(self.return_tensors)
         check_padding_options(self.padding, self.max_length, self.pad_to_multiple_of)
-        check_pin_memory(self.pin_memory, check_return_tensors(self.return_tensors))
+        check_pin_memory(self.pin_memory, return_tensors)
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)

@@ -49,12 +49,13 @@ class DataCollatorForSeq2Seq(TakesArrowBatches):
     return_tensors: str = "pt"
 
     def __post_init__(self):
-        # Bad options raise here, by the rules each call applies, not at the first batch.
+        # Bad options raise here, by the rules each call applies (in its order), not at the
+        # first batch.
+        framework(self.return_tensors)
         check_tokenizer(self.tokenizer, "DataCollatorForSeq2Seq")
-        check_padding_options(self.padding, self.max_length, self.pad_to_multiple_of)
         if padding_strategy(self.padding) != "do_not_pad":  # the labels are padded with it
             checked_pad_id("label_pad_token_id", self.label_pad_token_id)
-        framework(self.return_tensors)
+        check_padding_options(self.padding, self.max_length, self.pad_to_multiple_of)
 
     def __call__(self, features, return_tensors=None):
         if return_tensors is None:

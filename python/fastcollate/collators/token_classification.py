@@ -31,11 +31,12 @@ class DataCollatorForTokenClassification(TakesArrowBatches):
     _batch_methods = ("__call__", "torch_call", "numpy_call", "_collate")
 
     def __post_init__(self):
-        # Bad options raise here, by the rules each call applies, not at the first batch.
-        check_tokenizer(self.tokenizer, "DataCollatorForTokenClassification")
-        check_padding_options(self.padding, self.max_length, self.pad_to_multiple_of)
-        checked_pad_id("label_pad_token_id", self.label_pad_token_id)
+        # Bad options raise here, by the rules each call applies (in its order), not at the
+        # first batch.
         framework(self.return_tensors)
+        check_tokenizer(self.tokenizer, "DataCollatorForTokenClassification")
+        checked_pad_id("label_pad_token_id", self.label_pad_token_id)
+        check_padding_options(self.padding, self.max_length, self.pad_to_multiple_of)
 
     def __call__(self, features, return_tensors=None):
         if return_tensors is None:
