@@ -49,6 +49,16 @@ MODES = {
     },
 }
 
+def mode_params() -> list:
+    """The modes as pytest parameters, the keep_end ones expecting TRL's warning."""
+    return [
+        pytest.param(mode, marks=KEEP_END_DEPRECATED)
+        if options.get("truncation_mode") == "keep_end"
+        else mode
+        for mode, options in MODES.items()
+    ]
+
+
 TEXTS = [
     "the cat sat on the mat",
     "a dog ran in the park and then sat down by the old tree",
