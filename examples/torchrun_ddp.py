@@ -7,7 +7,7 @@ from Arrow (`ArrowBatches`) and are flattened padding-free by `DataCollatorWithF
 `--tiny` uses synthetic text and a tiny randomly initialised Llama (the tests run it on two CPU
 processes with the bundled MiniLM tokenizer); otherwise `--model` is loaded and trained on
 wikitext-2. Uses NCCL on GPUs, gloo on CPUs. `--report DIR` writes each rank's steps and
-losses to DIR/rank{N}.json."""
+losses to DIR/rank{N}.json (DIR is created when missing)."""
 
 from __future__ import annotations
 
@@ -35,6 +35,8 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--report", help="folder for each rank's rank{N}.json")
     options = parser.parse_args()
+    if options.report:
+        Path(options.report).mkdir(parents=True, exist_ok=True)  # before training, not after
 
     cuda = torch.cuda.is_available()
     dist.init_process_group("nccl" if cuda else "gloo")

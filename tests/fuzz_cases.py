@@ -3,10 +3,12 @@
 `case(seed)` builds one call (entry point, batch, options) from a seed, deterministically.
 `run(seed)` makes it with fastcollate and with transformers' counterpart and returns the
 violations: an exception other than ValueError/TypeError that is not the very type transformers
-raises (a pyo3 PanicException included), input changed by the call, or an output that differs
-from transformers' where both succeed. `python tests/fuzz_cases.py` is a worker: one seed per
-line on stdin, one JSON result per line on stdout, so a crash (abort, segfault) shows as a dead
-worker instead of a dead test process. Used by tests/test_fuzz.py and benches/soak_fuzz.py.
+raises (a pyo3 PanicException included), input changed by the call, an output that differs
+from transformers' where both succeed, or options a collator refuses when made that its call
+would refuse differently (another exception or message) or take. `python tests/fuzz_cases.py`
+is a worker: one seed per line on stdin, one JSON result per line on stdout, so a crash (abort,
+segfault) shows as a dead worker instead of a dead test process. Used by tests/test_fuzz.py
+and benches/soak_fuzz.py.
 """
 
 from __future__ import annotations
@@ -473,6 +475,68 @@ def calls(entry: str, batch: Any, options: dict) -> tuple:
     return ours_cls(tok, **options), theirs_cls(tok, **options)
 
 
+# A batch every collator entry point takes with good options: a collator made with the fuzzed
+# options on it must fail as its constructor did (the rules are the same functions).
+GOOD_BATCHES = {
+    "DataCollatorWithPadding": [{"input_ids": [101, 7, 102]}, {"input_ids": [101, 102]}],
+    "DataCollatorForTokenClassification": [
+        {"input_ids": [101, 7, 102], "labels": [1, 2, 3]},
+        {"input_ids": [101, 102], "labels": [4, 5]},
+    ],
+    "DataCollatorForSeq2Seq": [
+        {"input_ids": [101, 7, 102], "labels": [1, 2, 3]},
+        {"input_ids": [101, 102], "labels": [4, 5]},
+    ],
+    "DataCollatorWithFlattening": [{"input_ids": [1, 2, 3]}, {"input_ids": [4]}],
+    "DataCollatorForLanguageModeling": [{"input_ids": [101, 7, 102]}, {"input_ids": [101, 102]}],
+    "DataCollatorForMultipleChoice": [{"input_ids": [[101, 7, 102], [101, 102]], "label": 0}],
+    "trl.DataCollatorForLanguageModeling": [{"input_ids": [1, 2, 3]}, {"input_ids": [4]}],
+    "trl.DataCollatorForPreference": [
+        {"prompt_ids": [1, 2], "chosen_ids": [3], "rejected_ids": [4, 5]}
+    ],
+    "trl.RewardDataCollatorForPreference": [{"chosen_ids": [1, 2], "rejected_ids": [3]}],
+    "trl.DataCollatorForUnpairedPreference": [
+        {"prompt_ids": [1], "completion_ids": [2, 3], "label": True}
+    ],
+}
+
+
+def our_collator(entry: str, options: dict) -> Any:
+    if entry == "DataCollatorWithFlattening":
+        return fastcollate.DataCollatorWithFlattening(**options)
+    if entry.startswith("trl."):
+        return getattr(fastcollate.trl, entry.removeprefix("trl."))(**options)
+    return getattr(fastcollate, entry)(tokenizer(), **options)
+
+
+def made_as_called(entry: str, options: dict) -> str | None:
+    """When our collator refuses `options` as it is made: the violation if a collator made with
+    good options and then given them does not fail with the same exception and message on a
+    good batch; None otherwise (also when it was transformers' constructor that refused)."""
+    if entry not in GOOD_BATCHES:
+        return None
+    try:
+        our_collator(entry, options)
+    except (ValueError, TypeError) as err:
+        made = err
+    else:
+        return None
+    collator = our_collator(entry, {"pad_token_id": 0} if entry.startswith("trl.") else {})
+    if not all(hasattr(collator, name) for name in options):
+        return None  # an argument the class does not take (a TypeError from Python itself)
+    for name, value in options.items():
+        setattr(collator, name, value)
+    try:
+        collator(copy.deepcopy(GOOD_BATCHES[entry]))
+    except Exception as called:  # noqa: BLE001 - compared with the constructor's below
+        if type(called) is type(made) and str(called) == str(made):
+            return None
+        return (
+            f"made: {type(made).__name__}: {made}; called: {type(called).__name__}: {called}"
+        )[:500]
+    return f"refused when made ({made}) but the call takes the same options"[:500]
+
+
 # --- comparing -------------------------------------------------------------------------------
 
 
@@ -656,6 +720,9 @@ def run(seed: int) -> dict:
         ours_call, theirs_call = calls(entry, batch, options)
     except (ValueError, TypeError) as err:
         result["ours"] = result["theirs"] = f"constructor {type(err).__name__}"
+        problem = made_as_called(entry, options)
+        if problem:
+            result["violations"].append(f"construction and call disagree: {problem}")
         return result
     except BaseException as err:  # noqa: BLE001
         result["violations"].append(f"constructor raised {type(err).__name__}: {err}")

@@ -96,3 +96,12 @@ def test_worker_reports_a_crash_as_a_violation(worker):
     result = worker.run("abort")
     assert result["violations"] and "worker died" in result["violations"][0]
     assert worker.run(1)["seed"] == 1
+
+
+def test_construction_check_reports_a_disagreement():
+    """The harness itself: an option refused when made (a rule only the constructor applies)
+    that the call then takes is reported; a refusal the call repeats is not."""
+    import fuzz_cases
+
+    assert fuzz_cases.made_as_called("DataCollatorForLanguageModeling", {"mlm_probability": 2.0})
+    assert fuzz_cases.made_as_called("DataCollatorForSeq2Seq", {"padding": "bogus"}) is None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import warnings
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -49,14 +50,27 @@ def cluster():
     path = os.pathsep.join(
         p for p in [package_root, str(TESTS), os.environ.get("PYTHONPATH", "")] if p
     )
-    ray.init(
+    context = ray.init(
         num_cpus=2,
         include_dashboard=False,
         log_to_driver=False,
         runtime_env={"env_vars": {"PYTHONPATH": path, "HF_HUB_OFFLINE": "1"}},
     )
-    yield
-    ray.shutdown()
+    try:
+        yield
+    finally:
+        ray.shutdown()
+        remove_session(Path(context.address_info["session_dir"]))
+
+
+def remove_session(session: Path) -> None:
+    """Removes the session folder this module's local cluster left under Ray's temp folder
+    (logs, sockets, spilled objects: megabytes a run), and Ray's `session_latest` link when it
+    still points there. Other sessions (other runs on the machine) are left alone."""
+    latest = session.parent / "session_latest"
+    if latest.is_symlink() and Path(os.readlink(latest)).name == session.name:
+        latest.unlink()
+    shutil.rmtree(session, ignore_errors=True)
 
 
 def sentence(i: int) -> str:
@@ -243,3 +257,16 @@ def test_ray_train_own_split_leaves_out_the_remainder(
         assert len(seen) == ROWS - ROWS % WORLD_SIZE
     per_worker = [sum(len(b["row"]) for b in shard["equal"][0]) for shard in shards]
     assert per_worker == [ROWS // WORLD_SIZE] * WORLD_SIZE
+
+
+def test_remove_session_leaves_other_sessions(tmp_path):
+    ours, theirs = tmp_path / "session_ours", tmp_path / "session_theirs"
+    for session in (ours, theirs):
+        (session / "logs").mkdir(parents=True)
+    (tmp_path / "session_latest").symlink_to(ours)
+    remove_session(ours)
+    assert not ours.exists() and theirs.exists()
+    assert not (tmp_path / "session_latest").is_symlink()
+    (tmp_path / "session_latest").symlink_to(theirs)
+    remove_session(tmp_path / "session_gone")  # another run's link stays
+    assert (tmp_path / "session_latest").is_symlink()

@@ -261,8 +261,12 @@ def test_padding_free_skips_empty_rows_like_trl():
 
 def test_only_pt_as_in_trl():
     collator = DataCollatorForLanguageModeling(pad_token_id=0)
-    with pytest.raises(ValueError, match="not recognized"):
-        collator([{"input_ids": [1]}], return_tensors="tf")
+    # TRL raises "not recognized" for "tf" and an AttributeError (no numpy_call) for "np".
+    for kind in ("tf", "np"):
+        with pytest.raises(ValueError, match="TRL's collator returns torch tensors only"):
+            collator([{"input_ids": [1]}], return_tensors=kind)
+        with pytest.raises(ValueError, match="TRL's collator returns torch tensors only"):
+            DataCollatorForLanguageModeling(pad_token_id=0, return_tensors=kind)
 
 
 # --- Arrow batches ------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import trl  # noqa: E402
 import trl.trainer  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from test_trl_patch import MODES, _dataset  # noqa: E402
+from test_trl_patch import MODES, _dataset, mode_params  # noqa: E402
 from test_trl_preference import dpo_case, kto_case, reward_case  # noqa: E402
 from tiny_models import tiny_llama_config  # noqa: E402
 from transformers import AutoTokenizer, LlamaForCausalLM  # noqa: E402
@@ -113,7 +113,7 @@ def _assert_same_batches(ours: list[dict], theirs: list[dict]) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("mode", mode_params())
 def test_patched_sft_trainer_trains_the_same_from_arrow(model_path, tmp_path, mode, seen):
     theirs = _losses(_trainer(model_path, tmp_path / "trl", mode, trl.SFTTrainer))
     assert not seen
@@ -129,7 +129,7 @@ def test_patched_sft_trainer_trains_the_same_from_arrow(model_path, tmp_path, mo
     assert len(seen) >= 4 and set(seen) == {ArrowBatch}
 
 
-@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("mode", mode_params())
 def test_train_and_eval_loaders_give_trls_batches(model_path, tmp_path, mode, seen):
     plain = _trainer(model_path, tmp_path / "trl", mode, trl.SFTTrainer)
     with fastcollate.patch_trl():

@@ -6,11 +6,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 
-def missing_main_input(main_input: str, keys: Iterable[str]) -> ValueError:
-    """The error `tokenizer.pad` raises when the main input is absent."""
+def missing_main_input(
+    main_input: str, keys: Iterable[str], where: str = "the batch"
+) -> ValueError:
+    """The error for a batch without the main input: `where` ("row 0", "the batch") has none
+    of it, among `keys`."""
     return ValueError(
-        "You should supply an encoding or a list of encodings to this method that "
-        f"includes {main_input}, but you provided {list(keys)}"
+        f"{where} has no key '{main_input}', the main input (model_input_names[0]), which "
+        f"padding needs in every row; {where} has {list(keys)}"
     )
 
 
@@ -25,5 +28,5 @@ def first_row(rows: Sequence[Any], main_input: str, action: str) -> Mapping:
             f"row 0 is a {type(first).__name__}, not a mapping of feature names to values"
         )
     if main_input not in first:
-        raise missing_main_input(main_input, first.keys())
+        raise missing_main_input(main_input, first.keys(), "row 0")
     return first

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .tensors import is_torch_tensor, torch_module
+from .tensors import is_torch_tensor, output_kind, torch_module
 
 MASK = "attention_mask"
 
@@ -94,5 +94,5 @@ def _as_requested(mask: Any, return_tensors: str | None) -> Any:
         if return_tensors == "np":
             return mask if isinstance(mask, np.ndarray) else np.asarray(mask)
     except (ValueError, TypeError, RuntimeError) as err:
-        raise ValueError(f"cannot make a {return_tensors!r} tensor of '{MASK}': {err}") from err
+        raise ValueError(f"cannot make {output_kind(return_tensors)} of '{MASK}': {err}") from err
     return mask

@@ -31,6 +31,12 @@ def check_return_tensors(return_tensors: Any) -> str | None:
     return value
 
 
+def output_kind(return_tensors: str) -> str:
+    """What `return_tensors` makes, in words, for messages: "pt" a torch tensor, "np" a numpy
+    array."""
+    return "a torch tensor" if return_tensors == "pt" else "a numpy array"
+
+
 def torch_module():
     torch = sys.modules.get("torch")
     if torch is not None:
@@ -68,7 +74,7 @@ def raw_to_tensor(key: str, values: list, return_tensors: str | None):
     except (ValueError, TypeError, RuntimeError) as err:
         row = _first_failing_row(values, _stacked, return_tensors)
         raise ValueError(
-            f"cannot make a {return_tensors!r} tensor of '{key}': its rows are ragged or not "
+            f"cannot make {output_kind(return_tensors)} of '{key}': its rows are ragged or not "
             f"numbers ({err}; first at row {row}); pad this key, drop it from the features, or "
             "use return_tensors=None"
         ) from err
@@ -118,7 +124,7 @@ def as_batch_encoding_tensor(key: str, values: list, return_tensors: str | None)
     except (ValueError, TypeError, RuntimeError) as err:
         row = _first_failing_row(values, _stacked_as_batch_encoding, return_tensors)
         raise ValueError(
-            f"cannot make a {return_tensors!r} tensor of '{key}': {err} (first at row {row})"
+            f"cannot make {output_kind(return_tensors)} of '{key}': {err} (first at row {row})"
         ) from err
     if return_tensors == "np" and array.dtype == object:
         row = _first_failing_row(values, _stacked_as_batch_encoding, return_tensors)

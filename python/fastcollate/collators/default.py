@@ -108,6 +108,15 @@ def _key_values(features: Any, key: str) -> list:
     return values
 
 
+def stacking_framework(return_tensors: Any) -> str:
+    """default_data_collator's `return_tensors`: "pt" or "np" (or a TensorType of them)."""
+    value = check_return_tensors(return_tensors)
+    if value is None:
+        # transformers returns None here; a collator that returns nothing is a bug to report.
+        raise ValueError("default_data_collator needs return_tensors='pt' or 'np'")
+    return value
+
+
 def default_data_collator(features: list[Any], return_tensors: str = "pt") -> dict[str, Any]:
     """Same output as `transformers.default_data_collator`: stacks every key of the first
     feature (skipping None and str values), `label` (int -> int64, float -> float32) and
@@ -115,10 +124,7 @@ def default_data_collator(features: list[Any], return_tensors: str = "pt") -> di
     from all rows (see `_internal.promotion`), produced without a lossy conversion: a batch
     whose dtype cannot be produced exactly (complex, uint64 above int64, ...) raises. No
     padding: rows of different lengths raise a ValueError that names the key and row."""
-    return_tensors = check_return_tensors(return_tensors)
-    if return_tensors is None:
-        # transformers returns None here; a collator that returns nothing is a bug to report.
-        raise ValueError("default_data_collator needs return_tensors='pt' or 'np'")
+    return_tensors = stacking_framework(return_tensors)
     features = _rows_as_list(features)
     if not len(features):
         raise ValueError("cannot collate an empty batch: no rows were given")
@@ -230,6 +236,13 @@ class DefaultDataCollator:
     return_tensors."""
 
     return_tensors: str = "pt"
+
+    def __post_init__(self):
+        # A bad return_tensors raises here, by the rule each call applies.
+        self.checked_framework(self.return_tensors)
+
+    # The rule a call checks `return_tensors` by (the flattening collator has its own).
+    checked_framework = staticmethod(stacking_framework)
 
     @property
     def accepts_arrow_batches(self) -> bool:

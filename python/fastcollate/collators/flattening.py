@@ -16,6 +16,17 @@ from .default import DefaultDataCollator
 from .padding_options import checked_pad_id
 
 
+def flattening_framework(return_tensors: Any) -> str:
+    """The flattening collator's `return_tensors`: "pt" or "np" (or a TensorType of them),
+    refused with transformers' message."""
+    framework = getattr(return_tensors, "value", return_tensors)
+    if framework not in FRAMEWORKS:
+        raise ValueError(
+            f'return_tensors must be one of ("pt", "np"), {return_tensors=} not supported'
+        )
+    return framework
+
+
 @dataclass
 class DataCollatorWithFlattening(TakesArrowBatches, DefaultDataCollator):
     """Same arguments and output as `transformers.DataCollatorWithFlattening`: packs the batch
@@ -48,18 +59,19 @@ class DataCollatorWithFlattening(TakesArrowBatches, DefaultDataCollator):
         self.return_flash_attn_kwargs = return_flash_attn_kwargs
         self.return_seq_idx = return_seq_idx
         self.position_ids_start = position_ids_start
+        # Bad options raise here (return_tensors in `__post_init__`), by the rules each call
+        # applies.
+        checked_pad_id("separator_id", separator_id)
+        checked_pad_id("position_ids_start", position_ids_start)
 
+    checked_framework = staticmethod(flattening_framework)
 
     def __call__(self, features, return_tensors=None, separator_id=None):
         if return_tensors is None:
             return_tensors = self.return_tensors
         if separator_id is None:
             separator_id = self.separator_id
-        framework = getattr(return_tensors, "value", return_tensors)
-        if framework not in FRAMEWORKS:
-            raise ValueError(
-                f'return_tensors must be one of ("pt", "np"), {return_tensors=} not supported'
-            )
+        framework = flattening_framework(return_tensors)
         features = batch_rows(features, "input_ids")
         if "seq_lengths" in first_keys(features):
             raise ValueError(_PACKED_ROWS)

@@ -25,7 +25,7 @@ from .masking import (
     worker_id,
 )
 from .padding import pad
-from .padding_options import clamped_multiple, pad_to_multiple_of_invalid
+from .padding_options import check_pad_to_multiple_of, check_tokenizer, clamped_multiple
 
 MASK_RNGS = ("native", "torch")
 
@@ -64,10 +64,7 @@ def _collate_sequences(examples: list, tokenizer: Any, pad_to_multiple_of, retur
             "each example must be a mapping or a sequence of token ids; "
             f"got a {type(first).__name__} ({err})"
         ) from err
-    if pad_to_multiple_of_invalid(pad_to_multiple_of) or pad_to_multiple_of == 0:
-        raise ValueError(
-            f"pad_to_multiple_of must be a positive integer, not {pad_to_multiple_of!r}"
-        )
+    check_pad_to_multiple_of(pad_to_multiple_of)
     pad_to_multiple_of = clamped_multiple(pad_to_multiple_of)
     needs_padding = any(length != lengths[0] for length in lengths) or (
         pad_to_multiple_of is not None and lengths[0] % pad_to_multiple_of != 0
@@ -174,6 +171,10 @@ class DataCollatorForLanguageModeling(TakesArrowBatches):
     mask_rng: str = "native"
 
     def __post_init__(self):
+        # Bad options raise here; those a call also checks, by the same rules, in its order.
+        framework(self.return_tensors)
+        check_tokenizer(self.tokenizer, "DataCollatorForLanguageModeling")
+        check_pad_to_multiple_of(self.pad_to_multiple_of)
         if self.mask_rng not in MASK_RNGS:
             raise ValueError(f"mask_rng must be 'native' or 'torch', not {self.mask_rng!r}")
         if self.mask_rng == "torch":
@@ -260,6 +261,7 @@ class DataCollatorForLanguageModeling(TakesArrowBatches):
             self.create_rng(return_tensors)
 
     def _collate(self, examples, return_tensors: str):
+        check_tokenizer(self.tokenizer, "DataCollatorForLanguageModeling")
         if self.mask_rng == "torch" and self.seed is not None:
             self._torch_generator_for(return_tensors)
         if isinstance(examples, Mapping):

@@ -12,7 +12,7 @@ from .base import framework
 from .default import holds_tensor_rows
 from .feature_extraction import transformers_collator
 from .padding import pad
-from .padding_options import PadSettings
+from .padding_options import PadSettings, check_padding_options, check_tokenizer
 
 
 def _choices(examples: list, label_name: str, main_input: str) -> tuple[dict, int]:
@@ -78,6 +78,13 @@ class DataCollatorForMultipleChoice:
     pad_to_multiple_of: int | None = None
     return_tensors: str = "pt"
 
+    def __post_init__(self):
+        # Bad options raise here, by the rules each call applies (in its order), not at the
+        # first batch.
+        framework(self.return_tensors)
+        check_tokenizer(self.tokenizer, "DataCollatorForMultipleChoice")
+        check_padding_options(self.padding, self.max_length, self.pad_to_multiple_of)
+
     def __call__(self, features, return_tensors=None):
         if (handed_back := transformers_collator(self)) is not None:
             return handed_back(features, return_tensors)
@@ -104,6 +111,7 @@ class DataCollatorForMultipleChoice:
                 f"row 0 is a {type(examples[0]).__name__}, not a mapping of feature names to "
                 "values"
             )
+        check_tokenizer(self.tokenizer, "DataCollatorForMultipleChoice")
         main_input = PadSettings.resolve(self.tokenizer).main_input
         if main_input not in examples[0]:
             raise ValueError(f"row 0 has no '{main_input}'; each example needs its choices")

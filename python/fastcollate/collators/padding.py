@@ -21,6 +21,7 @@ from .._internal.tensors import (
     convert,
     floats_as_float32,
     is_torch_tensor,
+    output_kind,
     pin_tensors,
     plain_batch_encoding_class,
     refuse_pinning_in_worker,
@@ -29,7 +30,7 @@ from .._internal.tensors import (
 from ..arrow import ArrowBatch
 from .feature_extraction import feature_extractor_of, pad_features, processing_kind
 from .native import collate, collate_plan, collate_rows
-from .padding_options import PadSettings, padding_group
+from .padding_options import PadSettings, check_padding_options, check_tokenizer, padding_group
 from .tokenizer_state import has_state_key, keyed_settings, state_key
 
 
@@ -82,6 +83,24 @@ class MainValues:
     def __iter__(self):
         for row in self.rows:
             yield row[self.main] if isinstance(row, Mapping) else []
+
+
+# What rows come in: a tokenizer argument of one of these is the rows, passed second.
+_ROW_CONTAINERS = (list, tuple, dict)
+
+
+def _not_a_tokenizer(tokenizer: Any, encoded_inputs: Any) -> TypeError:
+    given = type(tokenizer).__name__
+    if hasattr(encoded_inputs, "pad_token_id") or hasattr(encoded_inputs, "model_input_names"):
+        return TypeError(
+            f"pad(encoded_inputs, tokenizer) takes the rows first and the tokenizer second: the "
+            f"arguments are swapped (encoded_inputs is a {type(encoded_inputs).__name__}, "
+            f"tokenizer a {given}); call fastcollate.pad(rows, tokenizer)"
+        )
+    return TypeError(
+        f"pad's tokenizer must be a tokenizer or None, not a {given}; the rows are the first "
+        "argument"
+    )
 
 
 def pad(
@@ -138,6 +157,8 @@ def pad(
     processing classes (image processors, other processors) are padded by their own `pad`.
     """
     del verbose
+    if type(tokenizer) in _ROW_CONTAINERS:
+        raise _not_a_tokenizer(tokenizer, encoded_inputs)
     if tokenizer is not None and processing_kind(tokenizer) is not None:
         return _pad_with_processing_class(
             encoded_inputs, tokenizer, padding=padding, max_length=max_length,
@@ -305,7 +326,7 @@ def _one_example_tensor(key: str, value: Any, return_tensors: str) -> Any:
         return (value if isinstance(value, np.ndarray) else np.asarray(value))[None]
     except (ValueError, TypeError, RuntimeError) as err:
         raise ValueError(
-            f"cannot make a {return_tensors!r} tensor of '{key}' in row 0: {err}"
+            f"cannot make {output_kind(return_tensors)} of '{key}' in row 0: {err}"
         ) from err
 
 
@@ -428,7 +449,11 @@ class DataCollatorWithPadding:
     _call_plan: ClassVar[_CallPlan | None] = None
 
     def __post_init__(self):
-        return_tensors = getattr(self.return_tensors, "value", self.return_tensors)
+        # Bad options raise here, by the rules each call applies (in its order), not at the
+        # first batch.
+        check_tokenizer(self.tokenizer, "DataCollatorWithPadding")
+        return_tensors = check_return_tensors(self.return_tensors)
+        check_padding_options(self.padding, self.max_length, self.pad_to_multiple_of)
         check_pin_memory(self.pin_memory, return_tensors)
 
     def __getstate__(self) -> dict:
@@ -497,6 +522,7 @@ class DataCollatorWithPadding:
                 return batch_encoding(batch)
         if tokenizer is not None and (kind := processing_kind(tokenizer)) is not None:
             return self._call_with_processing_class(features, kind)
+        check_tokenizer(tokenizer, "DataCollatorWithPadding")
         batch = pad(
             features,
             tokenizer,

@@ -169,16 +169,35 @@ def resolve_padding(
             "add a new pad token via `tokenizer.add_special_tokens({'pad_token': '[PAD]'})` "
             "(or pass pad_token_id= to fastcollate.pad)."
         )
-    if max_length is not None:
-        if pad_to_multiple_of_invalid(max_length):
-            raise ValueError(f"max_length must be a non-negative integer, not {max_length!r}")
-        if strategy != "max_length":
-            max_length = None  # transformers ignores it then
-        elif max_length > MAX_SIZE:
-            raise ValueError(
-                f"max_length={max_length} is larger than any array can be; check max_length"
-            )
-    return strategy, max_length
+    return strategy, checked_max_length(max_length, strategy)
+
+
+def checked_max_length(max_length: Any, strategy: str) -> int | None:
+    """`max_length` as padding uses it under `strategy`: None unless "max_length" (transformers
+    ignores it then, whatever it is), else a non-negative integer no larger than an array."""
+    if max_length is None or strategy != "max_length":
+        return None
+    if pad_to_multiple_of_invalid(max_length):
+        raise ValueError(f"max_length must be a non-negative integer, not {max_length!r}")
+    if max_length > MAX_SIZE:
+        raise ValueError(
+            f"max_length={max_length} is larger than any array can be; check max_length"
+        )
+    return max_length
+
+
+def check_pad_to_multiple_of(value: Any) -> None:
+    """None or a positive integer."""
+    if pad_to_multiple_of_invalid(value) or value == 0:
+        raise ValueError(f"pad_to_multiple_of must be a positive integer, not {value!r}")
+
+
+def check_padding_options(padding: Any, max_length: Any, pad_to_multiple_of: Any) -> None:
+    """A collator's padding options, checked when it is made by the rules each call applies
+    (`padding_strategy`, `checked_max_length`, `check_pad_to_multiple_of`): a bad option
+    raises there, not at the first batch."""
+    checked_max_length(max_length, padding_strategy(padding))
+    check_pad_to_multiple_of(pad_to_multiple_of)
 
 
 def clamped_multiple(value: Any) -> Any:
@@ -207,10 +226,7 @@ def main_group(
 ) -> tuple:
     """The pad group `tokenizer._pad` applies: the main input, token_type_ids,
     special_tokens_mask and (when asked for) the attention mask."""
-    if pad_to_multiple_of_invalid(pad_to_multiple_of) or pad_to_multiple_of == 0:
-        raise ValueError(
-            f"pad_to_multiple_of must be a positive integer, not {pad_to_multiple_of!r}"
-        )
+    check_pad_to_multiple_of(pad_to_multiple_of)
     if strategy == "do_not_pad":
         pad_to_multiple_of = None  # transformers ignores it then
     else:
@@ -292,3 +308,14 @@ def _padding_group(
             _GROUPS.clear()
         _GROUPS[memo_key] = group
     return group
+
+
+def check_tokenizer(tokenizer: Any, collator: str) -> None:
+    """A collator pads with its tokenizer's settings (pad token, padding side, input names):
+    None is refused (transformers' collators fail on it at the first batch)."""
+    if tokenizer is None:
+        raise ValueError(
+            f"{collator} needs a tokenizer: it pads with the tokenizer's pad token, padding "
+            f"side and input names; make it with {collator}(tokenizer) (to pad without a "
+            "tokenizer, call fastcollate.pad(rows, pad_token_id=...) instead)"
+        )

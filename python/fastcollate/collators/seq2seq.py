@@ -18,7 +18,14 @@ from .base import (
     padded_with_labels,
 )
 from .feature_extraction import transformers_collator
-from .padding_options import PadSettings, checked_pad_id, clamped_multiple, padding_strategy
+from .padding_options import (
+    PadSettings,
+    check_padding_options,
+    check_tokenizer,
+    checked_pad_id,
+    clamped_multiple,
+    padding_strategy,
+)
 
 
 @dataclass
@@ -42,6 +49,14 @@ class DataCollatorForSeq2Seq(TakesArrowBatches):
     label_pad_token_id: int = -100
     return_tensors: str = "pt"
 
+    def __post_init__(self):
+        # Bad options raise here, by the rules each call applies (in its order), not at the
+        # first batch.
+        framework(self.return_tensors)
+        check_tokenizer(self.tokenizer, "DataCollatorForSeq2Seq")
+        if padding_strategy(self.padding) != "do_not_pad":  # the labels are padded with it
+            checked_pad_id("label_pad_token_id", self.label_pad_token_id)
+        check_padding_options(self.padding, self.max_length, self.pad_to_multiple_of)
 
     def __call__(self, features, return_tensors=None):
         if (handed_back := transformers_collator(self)) is not None:
@@ -49,6 +64,7 @@ class DataCollatorForSeq2Seq(TakesArrowBatches):
         if return_tensors is None:
             return_tensors = self.return_tensors
         return_tensors = framework(return_tensors)
+        check_tokenizer(self.tokenizer, "DataCollatorForSeq2Seq")
         settings = PadSettings.resolve(self.tokenizer)
         features = batch_rows(features, settings.main_input)
         first = first_keys(features)

@@ -10,7 +10,7 @@ from .._internal.tensors import batch_encoding
 from .base import TakesArrowBatches, batch_rows, first_keys, framework, padded_with_labels
 from .feature_extraction import transformers_collator
 from .padding import pad
-from .padding_options import PadSettings, checked_pad_id
+from .padding_options import PadSettings, check_padding_options, check_tokenizer, checked_pad_id
 
 
 @dataclass
@@ -31,6 +31,14 @@ class DataCollatorForTokenClassification(TakesArrowBatches):
 
     _batch_methods = ("__call__", "torch_call", "numpy_call", "_collate")
 
+    def __post_init__(self):
+        # Bad options raise here, by the rules each call applies (in its order), not at the
+        # first batch.
+        framework(self.return_tensors)
+        check_tokenizer(self.tokenizer, "DataCollatorForTokenClassification")
+        checked_pad_id("label_pad_token_id", self.label_pad_token_id)
+        check_padding_options(self.padding, self.max_length, self.pad_to_multiple_of)
+
     def __call__(self, features, return_tensors=None):
         if (handed_back := transformers_collator(self)) is not None:
             return handed_back(features, return_tensors)
@@ -47,6 +55,7 @@ class DataCollatorForTokenClassification(TakesArrowBatches):
         return self._collate(features, "np")
 
     def _collate(self, features, return_tensors: str):
+        check_tokenizer(self.tokenizer, "DataCollatorForTokenClassification")
         settings = PadSettings.resolve(self.tokenizer)
         features = batch_rows(features, settings.main_input)
         first = first_keys(features)

@@ -64,6 +64,15 @@ def pins_in_collator(args: Any, data_collator: Any, cuda_available: bool) -> boo
     )
 
 
+def has_accelerator() -> bool:
+    """Whether torch has a device to pin host memory for (`DataLoader(pin_memory=True)` pins
+    only then, and warns otherwise)."""
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is None:  # torch before 2.6
+        return torch.cuda.is_available()
+    return accelerator.is_available()
+
+
 _TRAINER_SIGNATURE = inspect.signature(transformers.Trainer.__init__)
 
 
@@ -182,11 +191,14 @@ class ArrowTrainerMixin(ArrowDataLoaderMixin):
         # Every train / eval / test DataLoader goes through here, datasets set after __init__ too.
         self._check_stream(dataset, training=bool(kwargs.get("is_training", False)))
         # With a GPU, the collator returns its batches in pinned memory (one copy after
-        # padding), so this DataLoader's own pinning step is turned off.
+        # padding), so this DataLoader's own pinning step is turned off. Without an
+        # accelerator it is not asked for either: torch would not pin, and would warn so.
         collator = self.data_collator
-        if not pins_in_collator(self.args, collator, torch.cuda.is_available()):
+        in_collator = pins_in_collator(self.args, collator, torch.cuda.is_available())
+        if not in_collator and not (self.args.dataloader_pin_memory and not has_accelerator()):
             return super()._get_dataloader(dataset, *args, **kwargs)
-        self.data_collator = dataclasses.replace(collator, pin_memory=True)
+        if in_collator:
+            self.data_collator = dataclasses.replace(collator, pin_memory=True)
         self.args.dataloader_pin_memory = False
         try:
             return super()._get_dataloader(dataset, *args, **kwargs)
@@ -220,7 +232,7 @@ class ArrowTrainerMixin(ArrowDataLoaderMixin):
                 self.data_collator, description="Training"
             ),
             num_workers=args.dataloader_num_workers,
-            pin_memory=args.dataloader_pin_memory,
+            pin_memory=bool(args.dataloader_pin_memory) and has_accelerator(),
             persistent_workers=args.dataloader_persistent_workers,
             multiprocessing_context=args.dataloader_multiprocessing_context,
             prefetch_factor=args.dataloader_prefetch_factor,

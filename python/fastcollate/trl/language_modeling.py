@@ -14,6 +14,7 @@ Python ints), so none is made.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
@@ -25,7 +26,7 @@ from .. import _native
 from ..arrow import ArrowBatch
 from ..collators.base import TakesArrowBatches, batch_rows, first_keys
 from ..collators.native import collate
-from ..collators.padding_options import MAX_SIZE, checked_int, checked_pad_id
+from .collator_options import PtOnly, checked_options
 
 # Keys made by the native call; no column can hold these names.
 _TOKENS = "\0tokens"
@@ -43,7 +44,8 @@ _NUMPY_INTEGERS = frozenset(_TORCH_INTEGERS.values())
 _PACKED_ROW_HINT = "pre-packed rows (TRL's pack_dataset)"
 
 
-class DataCollatorForLanguageModeling(TakesArrowBatches, TRLCollator):
+@dataclass
+class DataCollatorForLanguageModeling(TakesArrowBatches, PtOnly, TRLCollator):
     """Same arguments and output as `trl.trainer.sft_trainer.DataCollatorForLanguageModeling`
     (TRL 1.16): `pad_token_id`, `padding_free`, `return_position_ids`, `pad_to_multiple_of`,
     `return_tensors` ("pt" only, as in TRL).
@@ -71,10 +73,7 @@ class DataCollatorForLanguageModeling(TakesArrowBatches, TRLCollator):
 
     def torch_call(self, examples: Any) -> dict[str, Any]:
         features = batch_rows(examples, "input_ids")
-        pad_token_id = checked_pad_id("pad_token_id", self.pad_token_id)
-        multiple = self.pad_to_multiple_of
-        if multiple is not None:
-            multiple = checked_int("pad_to_multiple_of", multiple, 1, MAX_SIZE)
+        pad_token_id, multiple, _ = checked_options(self)
         padding_free = bool(self.padding_free)
         if padding_free and multiple is None:
             batch = _flattened_in_place(features)

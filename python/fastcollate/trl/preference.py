@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import array
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,33 +25,16 @@ from trl.trainer.reward_trainer import DataCollatorForPreference as TRLRewardCol
 from .. import _native
 from ..arrow import ArrowBatch
 from ..collators.base import TakesArrowBatches
-from ..collators.padding_options import MAX_SIZE, checked_int, checked_pad_id
+from .collator_options import PtOnly, checked_options, keeps_end
 from .language_modeling import _row_dtype, _tensor
 from .padding import padded_columns, padded_ids
 from .preference_arrow import joined, padded_together, token_columns
 
-_TRUNCATION_MODES = ("keep_start", "keep_end")
 _BOOLS = {bool}
 _FLOATS = {float}
 _LISTS = {list}
 _DICTS = {dict}
 _PAIR_KEYS = ["chosen_ids", "rejected_ids"]
-
-
-class _PtOnly:
-    """TRL's preference collators return torch tensors only; another `return_tensors` is
-    refused with a ValueError (TRL's mixin fails on a missing `numpy_call`)."""
-
-    return_tensors: str
-
-    def __call__(self, features: Any, return_tensors: str | None = None) -> dict[str, Any]:
-        kind = self.return_tensors if return_tensors is None else return_tensors
-        if kind != "pt":
-            raise ValueError(
-                f"return_tensors={kind!r} is not supported: TRL's collator returns torch "
-                "tensors only ('pt')"
-            )
-        return self.torch_call(features)
 
 
 def _rows(examples: Any) -> list:
@@ -122,18 +106,6 @@ def _scalars(rows: list, key: str, dtype: torch.dtype | None = None) -> torch.Te
         raise TypeError(f"'{key}' cannot be made a tensor: {error}") from None
 
 
-def _options(collator: Any) -> tuple[int, int | None, int | None]:
-    pad_token_id = checked_pad_id("pad_token_id", collator.pad_token_id)
-    multiple = collator.pad_to_multiple_of
-    if multiple is not None:
-        multiple = checked_int("pad_to_multiple_of", multiple, 1, MAX_SIZE)
-    max_length = getattr(collator, "max_length", None)
-    if max_length is not None:
-        # TRL's keep_end with 0 would keep everything (a slice from -0); refused instead.
-        max_length = checked_int("max_length", max_length, 1, MAX_SIZE)
-    return pad_token_id, multiple, max_length
-
-
 def _cut_join(prompt: Any, completion: Any, max_length: int, keep_end: bool) -> Any:
     """`(prompt + completion)[:max_length]` (or `[-max_length:]`), without building the whole
     join first."""
@@ -167,15 +139,6 @@ def _prompt_and_completion(
         for prompt, completion in zip(prompts, completions, strict=True)
     ]
     return sequences, prompt_lengths
-
-
-def _keeps_end(collator: Any) -> bool:
-    if collator.truncation_mode not in _TRUNCATION_MODES:
-        raise ValueError(
-            f"Unsupported truncation mode: {collator.truncation_mode!r}; expected 'keep_start' "
-            "or 'keep_end'"
-        )
-    return collator.truncation_mode == "keep_end"
 
 
 def _completion_mask(attention_mask: np.ndarray, completion_starts: np.ndarray) -> np.ndarray:
@@ -275,7 +238,8 @@ def _first_dict(examples: Any) -> dict | None:
     return None
 
 
-class DataCollatorForPreference(TakesArrowBatches, _PtOnly, TRLPreferenceCollator):
+@dataclass
+class DataCollatorForPreference(TakesArrowBatches, PtOnly, TRLPreferenceCollator):
     """Same arguments and output as `trl.trainer.dpo_trainer.DataCollatorForPreference` (TRL
     1.16), DPO's collator: `pad_token_id`, `max_length`, `truncation_mode` ("keep_start" or
     "keep_end"), `pad_to_multiple_of`, `return_tensors` ("pt" only, as in TRL).
@@ -299,14 +263,18 @@ class DataCollatorForPreference(TakesArrowBatches, _PtOnly, TRLPreferenceCollato
 
     _batch_methods = ("__call__", "torch_call")
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        keeps_end(self)
+
     def torch_call(self, examples: Any) -> dict[str, Any]:
         if isinstance(examples, ArrowBatch):
             from_arrow = _preference_from_arrow(self, examples)
             if from_arrow is not None:
                 return from_arrow
             examples = examples.rows()
-        pad_token_id, multiple, max_length = _options(self)
-        keep_end = _keeps_end(self)
+        pad_token_id, multiple, max_length = checked_options(self)
+        keep_end = keeps_end(self)
         read = _read_in_place(
             examples,
             "prompt_ids",
@@ -390,7 +358,8 @@ def _padded_pairs(
     return padded_ids(first + second, pad_token_id, multiple, False, where)
 
 
-class RewardDataCollatorForPreference(TakesArrowBatches, _PtOnly, TRLRewardCollator):
+@dataclass
+class RewardDataCollatorForPreference(TakesArrowBatches, PtOnly, TRLRewardCollator):
     """Same arguments and output as `trl.trainer.reward_trainer.DataCollatorForPreference` (TRL
     1.16), the reward trainer's collator — a different class from DPO's of the same name, hence
     the name here: `pad_token_id`, `pad_to_multiple_of`, `return_tensors` ("pt" only).
@@ -417,7 +386,7 @@ class RewardDataCollatorForPreference(TakesArrowBatches, _PtOnly, TRLRewardColla
             if from_arrow is not None:
                 return from_arrow
             examples = examples.rows()
-        pad_token_id, multiple, _ = _options(self)
+        pad_token_id, multiple, _ = checked_options(self)
         first = _first_dict(examples)
         # The margins (TRL makes them float32) are read in the same native call as the tokens.
         scalars = [("margin", "float32")] if first is not None and "margin" in first else []
@@ -470,7 +439,8 @@ def _reward_from_rows(
     )
 
 
-class DataCollatorForUnpairedPreference(TakesArrowBatches, _PtOnly, TRLUnpairedCollator):
+@dataclass
+class DataCollatorForUnpairedPreference(TakesArrowBatches, PtOnly, TRLUnpairedCollator):
     """Same arguments and output as `trl.trainer.kto_trainer.DataCollatorForUnpairedPreference`
     (TRL 1.16), KTO's collator: `pad_token_id`, `max_length` (keeps the start),
     `pad_to_multiple_of`, `return_tensors` ("pt" only).
@@ -498,7 +468,7 @@ class DataCollatorForUnpairedPreference(TakesArrowBatches, _PtOnly, TRLUnpairedC
             if from_arrow is not None:
                 return from_arrow
             examples = examples.rows()
-        pad_token_id, multiple, max_length = _options(self)
+        pad_token_id, multiple, max_length = checked_options(self)
         first = _first_dict(examples)
         sets = [pair for pair in _UNPAIRED_SETS if pair[1] in first] if first is not None else []
         # The scalars read in the same native call as the tokens: the labels, and the
@@ -588,8 +558,8 @@ def _unpaired_from_rows(
 
 
 def _preference_from_arrow(collator: Any, batch: ArrowBatch) -> dict[str, Any] | None:
-    pad_token_id, multiple, max_length = _options(collator)
-    keep_end = _keeps_end(collator)
+    pad_token_id, multiple, max_length = checked_options(collator)
+    keep_end = keeps_end(collator)
     scalars = [k for k in ("ref_chosen_logps", "ref_rejected_logps") if k in batch.columns]
     found = token_columns(batch, ["prompt_ids", "chosen_ids", "rejected_ids"], scalars)
     if found is None:
@@ -615,7 +585,7 @@ def _preference_from_arrow(collator: Any, batch: ArrowBatch) -> dict[str, Any] |
 
 
 def _reward_from_arrow(collator: Any, batch: ArrowBatch) -> dict[str, Any] | None:
-    pad_token_id, multiple, _ = _options(collator)
+    pad_token_id, multiple, _ = checked_options(collator)
     scalars = ["margin"] if "margin" in batch.columns else []
     found = token_columns(batch, ["chosen_ids", "rejected_ids"], scalars)
     if found is None:
@@ -633,7 +603,7 @@ def _reward_from_arrow(collator: Any, batch: ArrowBatch) -> dict[str, Any] | Non
 
 
 def _unpaired_from_arrow(collator: Any, batch: ArrowBatch) -> dict[str, Any] | None:
-    pad_token_id, multiple, max_length = _options(collator)
+    pad_token_id, multiple, max_length = checked_options(collator)
     sets = [
         (prefix, key)
         for prefix, key in (("", "completion_ids"), ("KL_", "KL_completion_ids"))
