@@ -47,6 +47,9 @@ RESULTS = {
     "sampling.json": "python -m fastcollate bench --sampling --json benches/results/sampling.json",
     # needs `pip install '.[trl]' datasets` (CPython 3.11+)
     "trl.json": "python -m fastcollate bench --cases trl --json benches/results/trl.json",
+    # without CUDA the buffers are ordinary memory (a GPU session runs it with --memory pinned)
+    "pinned_output_cpu.json": "python benches/bench_pinned_output.py "
+    "--json benches/results/pinned_output_cpu.json",
 }
 
 REGION = re.compile(r"(<!-- figures: ([\w-]+) -->)(.*?)(<!-- /figures -->)", re.DOTALL)
@@ -270,6 +273,32 @@ def trl_preparation_table() -> str:
     return "\n" + table + "\n\n" + describe_trl(load("trl.json")) + "\n"
 
 
+def pinned_output_table() -> str:
+    """Padding then copying into a second buffer, against padding straight into the buffers a
+    provider gives (`bench_pinned_output.py`), per row format and batch size."""
+    record = load("pinned_output_cpu.json")
+
+    def micro(seconds: float) -> str:
+        return f"{seconds * 1e6:.0f} µs"
+
+    lines = [
+        "| rows | batch | output | owned (no copy, not pinned) | pad, then copy | into the buffer "
+        "| saved |",
+        "|---" * 7 + "|",
+    ]
+    for r in record["results"]:
+        s = r["seconds"]
+        lines.append(
+            f"| {r['format']} | {r['batch_size']} | {r['output_bytes'] / 1024:.0f} KiB "
+            f"| {micro(s['owned'])} | {micro(s['pad_then_copy'])} | {micro(s['provider'])} "
+            f"| {micro(r['saved_seconds'])} ({r['provider_over_pad_then_copy']:.2f}×) |"
+        )
+    return (
+        "\n" + "\n".join(lines) + "\n\n"
+        + describe(record, "pinned_output_cpu.json", ("torch",)) + "\n"
+    )
+
+
 def pack_dataset_table() -> str:
     record = load("trl.json")
     settings = record["arguments"]
@@ -299,6 +328,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "trl-collators": trl_collators_table,
     "trl-preparation": trl_preparation_table,
     "pack-dataset": pack_dataset_table,
+    "pinned-output": pinned_output_table,
     "headline": headline,
     "quick-seconds": quick_seconds,
     "with-padding": with_padding_table,
