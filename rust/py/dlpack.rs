@@ -248,12 +248,12 @@ pub struct IntView {
     pub int_type: IntType,
 }
 
-/// The values of `tensor` (an exact `torch.Tensor`: the table's functions take no other type)
-/// as torch's table describes them, when they are `ndim`-dimensional (0 or 1), contiguous,
-/// integers and on the CPU. `Err(())`: torch has no table (the caller asks the tensor itself);
-/// `Ok(None)`: not such a tensor, or torch cannot describe it (meta, sparse, quantized, ...).
-/// A pending negation (`torch._neg_view`) is not in the description: the caller checks it.
-pub fn int_view(tensor: &Bound<'_, PyAny>, ndim: usize) -> Result<Option<IntView>, ()> {
+/// torch's description of `tensor` (an exact `torch.Tensor`: the table's functions take no
+/// other type), by the table's `dltensor_from_py_object_no_sync`. `Err(())`: torch has no
+/// table; `Ok(Err(error))`: torch cannot describe it (meta, sparse, quantized, ...), with the
+/// Python error it set. The description's shape and strides point into the tensor's own
+/// metadata: callers read them while they hold the tensor and before any Python code runs.
+fn described(tensor: &Bound<'_, PyAny>) -> Result<Result<Tensor, Option<PyErr>>, ()> {
     let py = tensor.py();
     let Some(address) = functions(py).and_then(|f| f.view_of_py_object) else {
         return Err(());
@@ -277,13 +277,26 @@ pub fn int_view(tensor: &Bound<'_, PyAny>, ndim: usize) -> Result<Option<IntView
         byte_offset: 0,
     };
     // SAFETY: the interpreter is attached (the function may set a Python error) and `tensor`
-    // is an exact torch.Tensor, the type the table was found on; `view` is written in place.
-    // Its shape and strides point into the tensor's own metadata, read before returning.
+    // is an exact torch.Tensor (every caller checks), the type the table was found on; `view`
+    // is written in place.
+    if unsafe { view_of(tensor.as_ptr().cast(), &mut view) } != 0 {
+        return Ok(Err(PyErr::take(py)));
+    }
+    Ok(Ok(view))
+}
+
+/// The values of `tensor` (an exact `torch.Tensor`: the table's functions take no other type)
+/// as torch's table describes them, when they are `ndim`-dimensional (0 or 1), contiguous,
+/// integers and on the CPU. `Err(())`: torch has no table (the caller asks the tensor itself);
+/// `Ok(None)`: not such a tensor, or torch cannot describe it (meta, sparse, quantized, ...).
+/// A pending negation (`torch._neg_view`) is not in the description: the caller checks it.
+pub fn int_view(tensor: &Bound<'_, PyAny>, ndim: usize) -> Result<Option<IntView>, ()> {
+    let Ok(view) = described(tensor)? else {
+        return Ok(None);
+    };
+    // SAFETY: the description's shape and strides point into the tensor's own metadata, read
+    // here before returning, while the caller holds the tensor and no Python code runs.
     unsafe {
-        if view_of(tensor.as_ptr().cast(), &mut view) != 0 {
-            drop(PyErr::take(py));
-            return Ok(None);
-        }
         if view.device.device_type != CPU || view.ndim != ndim as i32 {
             return Ok(None);
         }
@@ -490,42 +503,22 @@ pub fn output_buffer(
     dtype: DType,
     dims: &[usize],
 ) -> Result<BufferView, NotABuffer> {
-    let py = tensor.py();
-    let Some(address) = functions(py).and_then(|f| f.view_of_py_object) else {
-        return Err(NotABuffer::NoTable);
-    };
     let unfit = |what: String| Err(NotABuffer::Unfit(what));
-    // SAFETY: the address is the table's function pointer of this type (`functions`).
-    let view_of = unsafe { std::mem::transmute::<usize, ViewOfPyObject>(address) };
-    let mut view = Tensor {
-        data: ptr::null_mut(),
-        device: Device {
-            device_type: 0,
-            device_id: 0,
-        },
-        ndim: -1,
-        dtype: DataType {
-            code: 0,
-            bits: 0,
-            lanes: 0,
-        },
-        shape: ptr::null_mut(),
-        strides: ptr::null_mut(),
-        byte_offset: 0,
-    };
-    // SAFETY: the interpreter is attached (the function may set a Python error) and `tensor`
-    // is an exact torch.Tensor (the caller checked), the type the table was found on; `view`
-    // is written in place, its shape and strides pointing into the tensor's own metadata,
-    // read here before anything else runs.
-    unsafe {
-        if view_of(tensor.as_ptr().cast(), &mut view) != 0 {
+    let view = match described(tensor) {
+        Err(()) => return Err(NotABuffer::NoTable),
+        Ok(Err(err)) => {
             // The first line: torch appends a C++ backtrace to some of its messages.
-            let err = PyErr::take(py).map_or_else(String::new, |err| {
+            let err = err.map_or_else(String::new, |err| {
                 let message = err.to_string();
                 format!(": {}", message.lines().next().unwrap_or_default())
             });
             return unfit(format!("a tensor torch cannot describe{err}"));
         }
+        Ok(Ok(view)) => view,
+    };
+    // SAFETY: the description's shape and strides point into the tensor's own metadata, read
+    // here before anything else runs, while the caller holds the tensor.
+    unsafe {
         if view.device.device_type != CPU && view.device.device_type != CUDA_HOST {
             return unfit(format!(
                 "a tensor off the CPU (DLPack device type {})",
