@@ -14,12 +14,9 @@ Skipped without Ray (`pip install '.[dev]'` installs it). Deselect with `-m "not
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import warnings
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
@@ -30,6 +27,7 @@ pytest.importorskip("ray.train.torch")
 import datasets  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import transformers  # noqa: E402
+from ray_cluster import local_cluster, remove_session  # noqa: E402
 from ray_train_loop import BATCH_SIZE, COLUMNS, EPOCHS, train_loop  # noqa: E402
 from test_multiprocess import WORLD_SIZE, launch  # noqa: E402
 
@@ -38,39 +36,14 @@ from compare import assert_same_batch  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-TESTS = Path(__file__).resolve().parent
 ROWS = 103  # not a multiple of the batch size: the last batch of an epoch is short
 FILES = 4
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    # The workers import fastcollate and this folder's helpers from where this process does.
-    package_root = str(Path(fastcollate.__file__).resolve().parent.parent)
-    path = os.pathsep.join(
-        p for p in [package_root, str(TESTS), os.environ.get("PYTHONPATH", "")] if p
-    )
-    context = ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        runtime_env={"env_vars": {"PYTHONPATH": path, "HF_HUB_OFFLINE": "1"}},
-    )
-    try:
+    with local_cluster(HF_HUB_OFFLINE="1"):
         yield
-    finally:
-        ray.shutdown()
-        remove_session(Path(context.address_info["session_dir"]))
-
-
-def remove_session(session: Path) -> None:
-    """Removes the session folder this module's local cluster left under Ray's temp folder
-    (logs, sockets, spilled objects: megabytes a run), and Ray's `session_latest` link when it
-    still points there. Other sessions (other runs on the machine) are left alone."""
-    latest = session.parent / "session_latest"
-    if latest.is_symlink() and Path(os.readlink(latest)).name == session.name:
-        latest.unlink()
-    shutil.rmtree(session, ignore_errors=True)
 
 
 def sentence(i: int) -> str:

@@ -9,9 +9,7 @@ Skipped without Ray (`pip install '.[dev]'` installs it). Deselect with `-m "not
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -19,13 +17,11 @@ ray = pytest.importorskip("ray")
 pytest.importorskip("ray.data")
 pytest.importorskip("ray.train.torch")
 
+from ray_cluster import local_cluster  # noqa: E402
 from ray_stream_loop import EPOCHS, stream_loop  # noqa: E402
-
-import fastcollate  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-TESTS = Path(__file__).resolve().parent
 ROWS = 200  # Ray Train's equal split leaves no remainder on 2 workers
 WORKERS = 2
 
@@ -35,13 +31,7 @@ def shards(tmp_path_factory):
     from ray.train import RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
-    package_root = str(Path(fastcollate.__file__).resolve().parent.parent)
-    path = os.pathsep.join(
-        p for p in [package_root, str(TESTS), os.environ.get("PYTHONPATH", "")] if p
-    )
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": path}})
-    try:
+    with local_cluster():
         base = tmp_path_factory.mktemp("ray_streams")
         rows = [{"input_ids": list(range(1, 2 + (i * 13) % 37)), "row": i} for i in range(ROWS)]
         trainer = TorchTrainer(
@@ -56,8 +46,6 @@ def shards(tmp_path_factory):
         result = trainer.fit()
         assert result.error is None, result.error
         yield [json.loads((base / f"shard{rank}.json").read_text()) for rank in range(WORKERS)]
-    finally:
-        ray.shutdown()
 
 
 @pytest.mark.parametrize("name", ["packed", "grouped"])
