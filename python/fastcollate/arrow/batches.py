@@ -189,9 +189,9 @@ class ArrowBatch:
         return self.source.rows(self.indices)
 
     def require(self, key: str) -> ArrowBatch:
-        """Raises the error `pad` raises for rows without `key`."""
+        """Raises the error `pad` raises for rows without `key` (row 0 is the first it names)."""
         if key not in self.source.columns:
-            raise missing_main_input(key, self.source.columns)
+            raise missing_main_input(key, self.source.columns, "row 0")
         return self
 
     def collate(
