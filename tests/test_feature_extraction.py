@@ -182,6 +182,21 @@ def test_other_batches_get_the_extractors_own_result(make_rows):
     assert_same_batch(fastcollate.pad(make_rows(), extractor, return_tensors="np"), theirs)
 
 
+@pytest.mark.parametrize("empty", [[], ()])
+def test_rows_of_empty_lists_only_get_the_extractors_own_result(empty):
+    # transformers finds no first value to tell the type by (an IndexError in 5.20-5.24): the
+    # extractor's own pad answers, as for every batch the native path does not cover.
+    extractor = raw_extractor()
+    rows = [{"input_values": empty}, {"input_values": empty}]
+    try:
+        theirs = extractor.pad(copy.deepcopy(rows))
+    except Exception as err:  # noqa: BLE001 - whatever transformers raises, we raise
+        with pytest.raises(type(err)):
+            fastcollate.pad(rows, extractor)
+        return
+    assert_same_batch(fastcollate.pad(rows, extractor), theirs)
+
+
 def test_ast_and_an_extractor_with_its_own_pad():
     extractor = ASTFeatureExtractor()
     rows = rows_of([4, 2], 1, "np", np.float32, 3)

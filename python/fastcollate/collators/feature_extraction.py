@@ -98,6 +98,10 @@ def _float_rows(key: str, values: list, ndim: int) -> list:
     """Each row as a C-contiguous float32 / float64 numpy array of `ndim` dimensions, read as
     transformers' `to_numpy` reads it; `_HandBack` for rows of other dtypes or shapes, an error
     naming the key and the row for values that are no audio at all."""
+    if all(isinstance(value, (list, tuple)) and not value for value in values):
+        # Only empty lists: transformers looks for a first value to tell the type by and does
+        # not find one; what it makes of that (an IndexError today) is its own to say.
+        raise _HandBack
     rows = []
     for row, value in enumerate(values):
         if isinstance(value, np.ndarray):
