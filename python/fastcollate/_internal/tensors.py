@@ -75,14 +75,14 @@ def raw_to_tensor(key: str, values: list, return_tensors: str | None):
         row = _first_failing_row(values, _stacked, return_tensors)
         raise ValueError(
             f"cannot make {output_kind(return_tensors)} of '{key}': its rows are ragged or not "
-            f"numbers ({err}; first at row {row}); pad this key, drop it from the features, or "
-            "use return_tensors=None"
+            f"numbers ('{key}' in row {row} is the first that does not fit: {err}); pad this "
+            "key, drop it from the features, or use return_tensors=None"
         ) from err
     if return_tensors == "np" and array.dtype == object:
         row = _first_failing_row(values, _stacked, return_tensors)
         raise ValueError(
             f"cannot make a numpy array of '{key}': its rows have different shapes or are not "
-            f"numbers (first at row {row})"
+            f"numbers ('{key}' in row {row} is the first that does not fit)"
         )
     return array
 
@@ -124,13 +124,14 @@ def as_batch_encoding_tensor(key: str, values: list, return_tensors: str | None)
     except (ValueError, TypeError, RuntimeError) as err:
         row = _first_failing_row(values, _stacked_as_batch_encoding, return_tensors)
         raise ValueError(
-            f"cannot make {output_kind(return_tensors)} of '{key}': {err} (first at row {row})"
+            f"cannot make {output_kind(return_tensors)} of '{key}': '{key}' in row {row} is the "
+            f"first that does not fit ({err})"
         ) from err
     if return_tensors == "np" and array.dtype == object:
         row = _first_failing_row(values, _stacked_as_batch_encoding, return_tensors)
         raise ValueError(
             f"cannot make a numpy array of '{key}': its rows have different shapes or are not "
-            f"numbers (first at row {row})"
+            f"numbers ('{key}' in row {row} is the first that does not fit)"
         )
     return array
 
