@@ -19,6 +19,8 @@ LAYERS = {
     "arrow": 2,
     "collators": 3,
     "sampling": 3,
+    # Dataset preparation (pack_dataset, SFT): datasets / pyarrow over the core, no TRL.
+    "preparation": 3,
     "integrations": 4,
     "trl": 4,
     "sentence_transformers": 4,

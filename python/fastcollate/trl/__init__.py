@@ -19,7 +19,8 @@ from .._internal.extras import require
 
 require("fastcollate.trl", "trl", "torch", "trl")
 
-from ..sampling.pack_dataset import pack_dataset  # noqa: E402
+from ..preparation.pack_dataset import pack_dataset  # noqa: E402
+from ..preparation.sft_dataset import prepare_tokenized_sft_dataset  # noqa: E402
 from .language_modeling import DataCollatorForLanguageModeling  # noqa: E402
 from .padding import pad, pad_with_mask  # noqa: E402
 from .patch import TRLPatch, patch_trl, unpatch_trl  # noqa: E402
@@ -28,7 +29,6 @@ from .preference import (  # noqa: E402
     DataCollatorForUnpairedPreference,
     RewardDataCollatorForPreference,
 )
-from .sft_preparation import prepare_tokenized_sft_dataset  # noqa: E402
 from .trainers import DPOTrainer, KTOTrainer, RewardTrainer, SFTTrainer  # noqa: E402
 
 __all__ = [

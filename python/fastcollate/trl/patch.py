@@ -52,7 +52,7 @@ _TARGETS.update({name: (("trl", name), ("trl.trainer", name)) for name in _TRAIN
 
 def _fastcollate_objects() -> dict[str, Any]:
     """fastcollate's object for each name in `_TARGETS`."""
-    from ..sampling.pack_dataset import pack_dataset
+    from ..preparation.pack_dataset import pack_dataset
     from . import trainers
     from .language_modeling import DataCollatorForLanguageModeling
     from .padding import pad

@@ -24,8 +24,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import datasets
+
 from .._internal.patching import original
-from .sft_preparation import prepare_tokenized_sft_dataset
+from ..preparation.sft_dataset import prepare_tokenized_sft_dataset
 
 
 def _trl_prepare_dataset() -> Any:
@@ -43,8 +45,6 @@ def prepare_sft_trainer_dataset(
 ) -> Any:
     """`SFTTrainer._prepare_dataset` under `patch_trl()`: the same arguments and result as
     TRL's method (the module docstring says which part is fastcollate's)."""
-    import datasets
-
     trl_prepare = _trl_prepare_dataset()
     if not isinstance(dataset, datasets.Dataset) or dataset.format["type"] == "custom":
         return trl_prepare(

@@ -15,11 +15,12 @@ import hashlib
 import operator
 from typing import Any
 
+import datasets
 import numpy as np
+import pyarrow as pa
 
 from .. import _native
-from .._internal.extras import require
-from ..sampling.pack_dataset import STRATEGIES, build_lists, output_features, pack_dataset
+from .pack_dataset import STRATEGIES, build_lists, output_features, pack_dataset
 
 TRUNCATION_MODES = ("keep_start", "keep_end")
 MASK_COLUMNS = ("completion_mask", "assistant_masks")
@@ -80,9 +81,6 @@ def prepare_tokenized_sft_dataset(
         TypeError: a dataset that is not a `datasets.Dataset`, or a column that does not hold
             lists of integers (masks: integers, bools or floats).
     """
-    require("fastcollate.trl.prepare_tokenized_sft_dataset", "datasets", "pyarrow")
-    import datasets
-
     if not isinstance(dataset, datasets.Dataset):
         raise TypeError(
             f"prepare_tokenized_sft_dataset needs a datasets.Dataset, not "
@@ -154,8 +152,6 @@ class _ListColumn:
     read from the Arrow buffers; the values are a view where Arrow's layout allows."""
 
     def __init__(self, table: Any, name: str, kinds: str) -> None:
-        import pyarrow as pa
-
         chunked = table.column(name)
         kind = chunked.type
         if not (pa.types.is_list(kind) or pa.types.is_large_list(kind)):
@@ -229,16 +225,12 @@ def _window(
 
 
 def _lists(like_large: bool, offsets: np.ndarray, values: Any) -> Any:
-    import pyarrow as pa
-
     if like_large:
         return build_lists(pa.LargeListArray, pa.int64(), offsets, values)
     return build_lists(pa.ListArray, pa.int32(), offsets, values)
 
 
 def _arrow_values(values: np.ndarray, value_type: Any) -> Any:
-    import pyarrow as pa
-
     return pa.array(values, type=value_type)
 
 
@@ -286,9 +278,6 @@ def _check_fits_int64(ids: _ListColumn) -> None:
 def _labelled_and_truncated(
     dataset: Any, completion_only_loss: bool, max_length: int | None, mode: str
 ) -> Any:
-    import datasets
-    import pyarrow as pa
-
     names = dataset.column_names
     build = "labels" not in names
     masks = [
