@@ -12,9 +12,9 @@ without a prompt.
 from __future__ import annotations
 
 import array
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -34,7 +34,9 @@ _BOOLS = {bool}
 _FLOATS = {float}
 _LISTS = {list}
 _DICTS = {dict}
-_PAIR_KEYS = ["chosen_ids", "rejected_ids"]
+_PAIRED = (("", "chosen_ids"), ("", "rejected_ids"))  # DPO's and the reward's completions
+# KTO's completion columns, each with the prefix of its outputs.
+_UNPAIRED_SETS = (("", "completion_ids"), ("KL_", "KL_completion_ids"))
 
 
 def _rows(examples: Any) -> list:
@@ -238,80 +240,19 @@ def _first_dict(examples: Any) -> dict | None:
     return None
 
 
-@dataclass
-class DataCollatorForPreference(TakesArrowBatches, PtOnly, TRLPreferenceCollator):
-    """Same arguments and output as `trl.trainer.dpo_trainer.DataCollatorForPreference` (TRL
-    1.16), DPO's collator: `pad_token_id`, `max_length`, `truncation_mode` ("keep_start" or
-    "keep_end"), `pad_to_multiple_of`, `return_tensors` ("pt" only, as in TRL).
-
-    Rows hold `prompt_ids`, `chosen_ids`, `rejected_ids` (lists of token ids) and optionally
-    `ref_chosen_logps` / `ref_rejected_logps`. Output: `input_ids` (prompt + chosen for every
-    row, then prompt + rejected: 2 × batch rows, each truncated to `max_length` and padded right
-    with `pad_token_id`), `attention_mask`, `completion_mask` (1 on completion tokens), all
-    int64, then the reference log-probabilities as TRL's `torch.tensor` makes them.
-
-    Unlike TRL: a numpy array or tensor among the ids is a TypeError (TRL's `+` would add it to
-    the prompt element by element); an empty first sequence leaves `input_ids` int64 (TRL's
-    `torch.tensor([])` makes the whole batch float32); `max_length` must be at least 1 (TRL's
-    keep_end with 0 keeps everything); a missing key or a non-integer id is a ValueError /
-    TypeError naming the key and row. The vision collator (`DataCollatorForVisionPreference`) is
-    not replaced.
-
-    Also takes an `ArrowBatch` (see `fastcollate.ArrowBatches`; `fastcollate.trl`'s trainers
-    hand it one), whose token columns are read without Python rows.
-    """
-
-    _batch_methods = ("__call__", "torch_call")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        keeps_end(self)
-
-    def torch_call(self, examples: Any) -> dict[str, Any]:
-        if isinstance(examples, ArrowBatch):
-            from_arrow = _preference_from_arrow(self, examples)
-            if from_arrow is not None:
-                return from_arrow
-            examples = examples.rows()
-        pad_token_id, multiple, max_length = checked_options(self)
-        keep_end = keeps_end(self)
-        read = _read_in_place(
-            examples,
-            "prompt_ids",
-            _PAIR_KEYS,
-            True,
-            pad_token_id,
-            multiple,
-            max_length,
-            keep_end,
-            True,
-        )
-        if read is None:
-            rows = _rows(examples)
-            padded = _preference_from_rows(rows, pad_token_id, multiple, max_length, keep_end)
-        else:
-            rows = examples
-            padded, _ = read
-        ((input_ids, attention_mask, completion_mask),) = padded
-        output = {
-            "input_ids": torch.from_numpy(input_ids),
-            "attention_mask": torch.from_numpy(attention_mask),
-            "completion_mask": torch.from_numpy(completion_mask),
-        }
-        first = rows[0]
-        for key in ("ref_chosen_logps", "ref_rejected_logps"):
-            if key in first:
-                output[key] = _scalars(rows, key)
-        return output
-
-
 def _preference_from_rows(
-    rows: list, pad_token_id: int, multiple: int | None, max_length: int | None, keep_end: bool
+    rows: list,
+    completions: list,
+    pad_token_id: int,
+    multiple: int | None,
+    max_length: int | None,
+    keep_end: bool,
 ) -> list:
-    """DPO's padded matrices, every row checked (and a bad one named)."""
+    """DPO's padded matrices (`completions`: the chosen and rejected columns), every row
+    checked (and a bad one named)."""
+    keys = (completions[0][1], completions[1][1])
     prompts = _token_lists(rows, "prompt_ids")
-    chosen = _token_lists(rows, "chosen_ids")
-    rejected = _token_lists(rows, "rejected_ids")
+    chosen, rejected = (_token_lists(rows, key) for key in keys)
 
     def report_bad_row() -> None:
         chosen_sequences, _ = _prompt_and_completion(prompts, chosen, max_length, keep_end)
@@ -319,7 +260,7 @@ def _preference_from_rows(
         _padded_pairs(
             chosen_sequences,
             rejected_sequences,
-            ("chosen_ids", "rejected_ids"),
+            keys,
             pad_token_id,
             multiple,
             prompt="prompt_ids",
@@ -328,7 +269,7 @@ def _preference_from_rows(
     return _padded_prompt_completion(
         rows,
         "prompt_ids",
-        _PAIR_KEYS,
+        list(keys),
         True,
         pad_token_id,
         multiple,
@@ -358,171 +299,56 @@ def _padded_pairs(
     return padded_ids(first + second, pad_token_id, multiple, False, where)
 
 
-@dataclass
-class RewardDataCollatorForPreference(TakesArrowBatches, PtOnly, TRLRewardCollator):
-    """Same arguments and output as `trl.trainer.reward_trainer.DataCollatorForPreference` (TRL
-    1.16), the reward trainer's collator — a different class from DPO's of the same name, hence
-    the name here: `pad_token_id`, `pad_to_multiple_of`, `return_tensors` ("pt" only).
-
-    Rows hold `chosen_ids`, `rejected_ids` and optionally `margin`. Output: `input_ids` (every
-    row's chosen sequence, then every rejected one, padded right), `attention_mask`, both in the
-    first chosen row's dtype (Python lists: int64; numpy arrays and tensors keep theirs, as
-    TRL's `torch.tensor` does), and `margin` (float32).
-
-    Unlike TRL: an empty first sequence leaves the output int64 (TRL's `torch.tensor([])` makes
-    it float32); a pad id the first row's dtype cannot hold, a non-integer id or a missing key is
-    a ValueError / TypeError naming the key and row, where TRL wraps values around or fails deep
-    in torch.
-
-    Also takes an `ArrowBatch` (see `fastcollate.ArrowBatches`; `fastcollate.trl`'s trainers
-    hand it one), whose token columns are read without Python rows.
-    """
-
-    _batch_methods = ("__call__", "torch_call")
-
-    def torch_call(self, examples: Any) -> dict[str, Any]:
-        if isinstance(examples, ArrowBatch):
-            from_arrow = _reward_from_arrow(self, examples)
-            if from_arrow is not None:
-                return from_arrow
-            examples = examples.rows()
-        pad_token_id, multiple, _ = checked_options(self)
-        first = _first_dict(examples)
-        # The margins (TRL makes them float32) are read in the same native call as the tokens.
-        scalars = [("margin", "float32")] if first is not None and "margin" in first else []
-        read = _read_in_place(
-            examples, None, _PAIR_KEYS, True, pad_token_id, multiple, None, False, False, scalars
-        )
-        if read is None:
-            rows = _rows(examples)
-            input_ids, attention_mask = _reward_from_rows(rows, pad_token_id, multiple)
-            margins = [None]
-        else:
-            rows = examples
-            ((ids, mask, _),), margins = read
-            input_ids, attention_mask = torch.from_numpy(ids), torch.from_numpy(mask)
-        output = {"input_ids": input_ids, "attention_mask": attention_mask}
-        if "margin" in rows[0]:
-            output["margin"] = _scalar(rows, "margin", margins[0], torch.float)
-        return output
-
-
 def _reward_from_rows(
-    rows: list, pad_token_id: int, multiple: int | None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The reward collator's `input_ids` and `attention_mask` of rows that are not all lists of
-    ints: in the first chosen row's dtype, each row checked (and a bad one named)."""
-    chosen = _column(rows, "chosen_ids")
-    rejected = _column(rows, "rejected_ids")
-    dtype = _row_dtype(chosen[0], "chosen_ids", 0)
+    rows: list,
+    completions: list,
+    pad_token_id: int,
+    multiple: int | None,
+    max_length: int | None,
+    keep_end: bool,
+) -> list[tuple[torch.Tensor, torch.Tensor, None]]:
+    """The reward collator's `input_ids` and `attention_mask` (and no completion mask) of rows
+    that are not all lists of ints: in the first chosen row's dtype, each row checked (and a
+    bad one named). It has no `max_length`: `max_length` and `keep_end` are None and False."""
+    keys = (completions[0][1], completions[1][1])
+    chosen, rejected = (_column(rows, key) for key in keys)
+    dtype = _row_dtype(chosen[0], keys[0], 0)
     if set(map(type, chosen)).union(map(type, rejected)) != _LISTS:
-        for key, values in (("chosen_ids", chosen), ("rejected_ids", rejected)):
+        for key, values in zip(keys, (chosen, rejected), strict=True):
             for row, value in enumerate(values):
                 _row_dtype(value, key, row)
     ((input_ids, attention_mask, _),) = _padded_prompt_completion(
         rows,
         None,
-        ["chosen_ids", "rejected_ids"],
+        list(keys),
         True,
         pad_token_id,
         multiple,
         None,
         False,
-        lambda: _padded_pairs(
-            chosen, rejected, ("chosen_ids", "rejected_ids"), pad_token_id, multiple
-        ),
+        lambda: _padded_pairs(chosen, rejected, keys, pad_token_id, multiple),
         completion_mask=False,
     )
-    return (
-        _tensor(input_ids, dtype, "input_ids"),
-        _tensor(attention_mask, dtype, "attention_mask"),
-    )
-
-
-@dataclass
-class DataCollatorForUnpairedPreference(TakesArrowBatches, PtOnly, TRLUnpairedCollator):
-    """Same arguments and output as `trl.trainer.kto_trainer.DataCollatorForUnpairedPreference`
-    (TRL 1.16), KTO's collator: `pad_token_id`, `max_length` (keeps the start),
-    `pad_to_multiple_of`, `return_tensors` ("pt" only).
-
-    Rows hold `prompt_ids`, `completion_ids`, `label`, and optionally `KL_completion_ids`,
-    `ref_logps`, `ref_KL_logps`. Output: `input_ids`, `attention_mask`, `completion_mask` (int64,
-    padded right), the same three with a `KL_` prefix when the first row has
-    `KL_completion_ids`, then `ref_logps`, `ref_KL_logps` and `label` as TRL's `torch.tensor`
-    makes them.
-
-    Unlike TRL: a numpy array or tensor among the ids is a TypeError (TRL's `+` would add it to
-    the prompt element by element); `max_length` must be at least 1; a missing key or a
-    non-integer id is a ValueError / TypeError naming the key and row. The vision collator is not
-    replaced.
-
-    Also takes an `ArrowBatch` (see `fastcollate.ArrowBatches`; `fastcollate.trl`'s trainers
-    hand it one), whose token columns are read without Python rows.
-    """
-
-    _batch_methods = ("__call__", "torch_call")
-
-    def torch_call(self, examples: Any) -> dict[str, Any]:
-        if isinstance(examples, ArrowBatch):
-            from_arrow = _unpaired_from_arrow(self, examples)
-            if from_arrow is not None:
-                return from_arrow
-            examples = examples.rows()
-        pad_token_id, multiple, max_length = checked_options(self)
-        first = _first_dict(examples)
-        sets = [pair for pair in _UNPAIRED_SETS if pair[1] in first] if first is not None else []
-        # The scalars read in the same native call as the tokens: the labels, and the
-        # reference log-probabilities when TRL's `torch.tensor` makes floats float32.
-        float_kind = "float32" if torch.get_default_dtype() is torch.float32 else None
-        scalars = [
-            (key, kind)
-            for key, kind in (("ref_logps", float_kind), ("ref_KL_logps", float_kind))
-            if kind is not None and first is not None and key in first
-        ] + [("label", "bool")]
-        read = sets and _read_in_place(
-            examples,
-            "prompt_ids",
-            [key for _, key in sets],
-            False,
-            pad_token_id,
-            multiple,
-            max_length,
-            False,
-            True,
-            scalars,
+    return [
+        (
+            _tensor(input_ids, dtype, "input_ids"),
+            _tensor(attention_mask, dtype, "attention_mask"),
+            None,
         )
-        if read:
-            rows = examples
-            padded, values = read
-            columns = {key: value for (key, _), value in zip(scalars, values, strict=True)}
-        else:
-            rows = _rows(examples)
-            sets, padded = _unpaired_from_rows(rows, pad_token_id, multiple, max_length)
-            columns = {}
-        output: dict[str, Any] = {}
-        for (prefix, _), (input_ids, attention_mask, completion_mask) in zip(
-            sets, padded, strict=True
-        ):
-            output[f"{prefix}input_ids"] = torch.from_numpy(input_ids)
-            output[f"{prefix}attention_mask"] = torch.from_numpy(attention_mask)
-            output[f"{prefix}completion_mask"] = torch.from_numpy(completion_mask)
-        for key in ("ref_logps", "ref_KL_logps"):
-            if key in rows[0]:
-                output[key] = _scalar(rows, key, columns.get(key))
-        output["label"] = _scalar(rows, "label", columns.get("label"))
-        return output
-
-
-_UNPAIRED_SETS = [("", "completion_ids"), ("KL_", "KL_completion_ids")]
+    ]
 
 
 def _unpaired_from_rows(
-    rows: list, pad_token_id: int, multiple: int | None, max_length: int | None
-) -> tuple[list[tuple[str, str]], list]:
-    """KTO's `(prefix, key)` sets (those in the first row) and their padded matrices, every row
-    checked (and a bad one named)."""
+    rows: list,
+    sets: list,
+    pad_token_id: int,
+    multiple: int | None,
+    max_length: int | None,
+    keep_end: bool,
+) -> list:
+    """The padded matrices of KTO's `(prefix, key)` sets (those in the first row), every row
+    checked (and a bad one named). KTO keeps the start: `keep_end` is False."""
     prompts = _token_lists(rows, "prompt_ids")
-    sets = [(prefix, key) for prefix, key in _UNPAIRED_SETS if key in rows[0]]
     keys = [key for _, key in sets]
     completions = [_token_lists(rows, key) for key in keys]
 
@@ -539,8 +365,8 @@ def _unpaired_from_rows(
         )
 
     if not sets:
-        return sets, []
-    padded = _padded_prompt_completion(
+        return []
+    return _padded_prompt_completion(
         rows,
         "prompt_ids",
         keys,
@@ -551,7 +377,6 @@ def _unpaired_from_rows(
         False,
         report_bad_row,
     )
-    return sets, padded
 
 
 # --- the same batches read from Arrow (see preference_arrow); None: the rows decide ------------
@@ -604,11 +429,7 @@ def _reward_from_arrow(collator: Any, batch: ArrowBatch) -> dict[str, Any] | Non
 
 def _unpaired_from_arrow(collator: Any, batch: ArrowBatch) -> dict[str, Any] | None:
     pad_token_id, multiple, max_length = checked_options(collator)
-    sets = [
-        (prefix, key)
-        for prefix, key in (("", "completion_ids"), ("KL_", "KL_completion_ids"))
-        if key in batch.columns
-    ]
+    sets = [(prefix, key) for prefix, key in _UNPAIRED_SETS if key in batch.columns]
     scalars = [k for k in ("ref_logps", "ref_KL_logps") if k in batch.columns] + ["label"]
     found = token_columns(batch, ["prompt_ids", *(key for _, key in sets)], scalars)
     if found is None:
@@ -625,3 +446,243 @@ def _unpaired_from_arrow(collator: Any, batch: ArrowBatch) -> dict[str, Any] | N
     for key in scalars:
         output[key] = torch.tensor(found[key])
     return output
+
+
+# --- the collators: one shared torch_call, each driven by its layout ------------------------------
+
+
+def _torch(matrix: np.ndarray | torch.Tensor) -> torch.Tensor:
+    return matrix if isinstance(matrix, torch.Tensor) else torch.from_numpy(matrix)
+
+
+@dataclass(frozen=True)
+class _Scalar:
+    """A per-row value a preference collator hands on as a 1-d tensor, as TRL's `torch.tensor`
+    makes it."""
+
+    key: str
+    kind: str  # "float" or "bool": what the native call may read with the tokens
+    dtype: torch.dtype | None = None  # None: torch.tensor's own choice (TRL passes none)
+    required: bool = False  # in the output even when the first row lacks it (then an error)
+
+    def in_place_kind(self) -> str | None:
+        """The native call's kind for this column, or None where its values cannot be read
+        there exactly as `torch.tensor` makes them (a float64 default dtype, an explicit
+        dtype for bools)."""
+        if self.kind == "bool":
+            return "bool" if self.dtype is None else None
+        dtype = torch.get_default_dtype() if self.dtype is None else self.dtype
+        return "float32" if dtype is torch.float32 else None
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What a preference collator reads and writes: the prompt column (None: no prompt), the
+    completion columns with the prefix of their outputs, whether they are padded together into
+    one matrix (every column needed; the outputs unprefixed) or one matrix each (those the
+    first row has), whether a completion mask is written, whether the collator has TRL's
+    `truncation_mode`, the per-row values that follow the matrices, and the two other ways a
+    batch is read."""
+
+    prompt: str | None
+    completions: tuple[tuple[str, str], ...]
+    together: bool
+    completion_mask: bool
+    truncation_mode: bool
+    scalars: tuple[_Scalar, ...]
+    # The padded matrices of a batch that is not read in place, every row checked (a bad one
+    # named): (rows, completions, pad_token_id, multiple, max_length, keep_end).
+    from_rows: Callable[[list, list, int, int | None, int | None, bool], list]
+    # The output read from an ArrowBatch, or None where the rows must decide.
+    from_arrow: Callable[[Any, ArrowBatch], dict[str, Any] | None]
+
+    def completions_in(self, first: Any) -> list[tuple[str, str]]:
+        if self.together:
+            return list(self.completions)
+        return [pair for pair in self.completions if first is not None and pair[1] in first]
+
+    def scalars_in_place(self, first: Any) -> list[tuple[str, str]]:
+        """`(key, kind)` of the values the native call reads with the tokens."""
+        return [
+            (scalar.key, kind)
+            for scalar in self.scalars
+            if (kind := scalar.in_place_kind()) is not None
+            and (scalar.required or (first is not None and scalar.key in first))
+        ]
+
+
+class _PreferenceTorchCall:
+    """The `torch_call` of the three preference collators, driven by each one's `_layout`: an
+    `ArrowBatch` read from Arrow where it can be (`from_arrow`); the usual batch (a list of
+    dicts of token lists) read in place by one native call, the scalars with it; any other
+    batch checked row by row (`from_rows`, which names a bad row)."""
+
+    _batch_methods = ("__call__", "torch_call")
+    _layout: ClassVar[_Layout]
+
+    def torch_call(self, examples: Any) -> dict[str, Any]:
+        if isinstance(examples, ArrowBatch):
+            from_arrow = self._layout.from_arrow(self, examples)
+            if from_arrow is not None:
+                return from_arrow
+            examples = examples.rows()
+        layout = self._layout
+        pad_token_id, multiple, max_length = checked_options(self)
+        keep_end = keeps_end(self) if layout.truncation_mode else False
+        first = _first_dict(examples)
+        completions = layout.completions_in(first)
+        scalars = layout.scalars_in_place(first)
+        read = completions and _read_in_place(
+            examples,
+            layout.prompt,
+            [key for _, key in completions],
+            layout.together,
+            pad_token_id,
+            multiple,
+            max_length,
+            keep_end,
+            layout.completion_mask,
+            scalars,
+        )
+        if read:
+            rows = examples
+            padded, values = read
+            columns = {key: value for (key, _), value in zip(scalars, values, strict=True)}
+        else:
+            rows = _rows(examples)
+            completions = layout.completions_in(rows[0])
+            padded = layout.from_rows(
+                rows, completions, pad_token_id, multiple, max_length, keep_end
+            )
+            columns = {}
+        prefixes = [""] if layout.together else [prefix for prefix, _ in completions]
+        output: dict[str, Any] = {}
+        for prefix, (input_ids, attention_mask, completion_mask) in zip(
+            prefixes, padded, strict=True
+        ):
+            output[f"{prefix}input_ids"] = _torch(input_ids)
+            output[f"{prefix}attention_mask"] = _torch(attention_mask)
+            if layout.completion_mask:
+                output[f"{prefix}completion_mask"] = _torch(completion_mask)
+        for scalar in layout.scalars:
+            if scalar.required or scalar.key in rows[0]:
+                output[scalar.key] = _scalar(
+                    rows, scalar.key, columns.get(scalar.key), scalar.dtype
+                )
+        return output
+
+
+@dataclass
+class DataCollatorForPreference(
+    _PreferenceTorchCall, TakesArrowBatches, PtOnly, TRLPreferenceCollator
+):
+    """Same arguments and output as `trl.trainer.dpo_trainer.DataCollatorForPreference` (TRL
+    1.16), DPO's collator: `pad_token_id`, `max_length`, `truncation_mode` ("keep_start" or
+    "keep_end"), `pad_to_multiple_of`, `return_tensors` ("pt" only, as in TRL).
+
+    Rows hold `prompt_ids`, `chosen_ids`, `rejected_ids` (lists of token ids) and optionally
+    `ref_chosen_logps` / `ref_rejected_logps`. Output: `input_ids` (prompt + chosen for every
+    row, then prompt + rejected: 2 × batch rows, each truncated to `max_length` and padded right
+    with `pad_token_id`), `attention_mask`, `completion_mask` (1 on completion tokens), all
+    int64, then the reference log-probabilities as TRL's `torch.tensor` makes them.
+
+    Unlike TRL: a numpy array or tensor among the ids is a TypeError (TRL's `+` would add it to
+    the prompt element by element); an empty first sequence leaves `input_ids` int64 (TRL's
+    `torch.tensor([])` makes the whole batch float32); `max_length` must be at least 1 (TRL's
+    keep_end with 0 keeps everything); a missing key or a non-integer id is a ValueError /
+    TypeError naming the key and row. The vision collator (`DataCollatorForVisionPreference`) is
+    not replaced.
+
+    Also takes an `ArrowBatch` (see `fastcollate.ArrowBatches`; `fastcollate.trl`'s trainers
+    hand it one), whose token columns are read without Python rows.
+    """
+
+    _layout = _Layout(
+        prompt="prompt_ids",
+        completions=_PAIRED,
+        together=True,
+        completion_mask=True,
+        truncation_mode=True,
+        scalars=(_Scalar("ref_chosen_logps", "float"), _Scalar("ref_rejected_logps", "float")),
+        from_rows=_preference_from_rows,
+        from_arrow=_preference_from_arrow,
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        keeps_end(self)
+
+
+@dataclass
+class RewardDataCollatorForPreference(
+    _PreferenceTorchCall, TakesArrowBatches, PtOnly, TRLRewardCollator
+):
+    """Same arguments and output as `trl.trainer.reward_trainer.DataCollatorForPreference` (TRL
+    1.16), the reward trainer's collator — a different class from DPO's of the same name, hence
+    the name here: `pad_token_id`, `pad_to_multiple_of`, `return_tensors` ("pt" only).
+
+    Rows hold `chosen_ids`, `rejected_ids` and optionally `margin`. Output: `input_ids` (every
+    row's chosen sequence, then every rejected one, padded right), `attention_mask`, both in the
+    first chosen row's dtype (Python lists: int64; numpy arrays and tensors keep theirs, as
+    TRL's `torch.tensor` does), and `margin` (float32).
+
+    Unlike TRL: an empty first sequence leaves the output int64 (TRL's `torch.tensor([])` makes
+    it float32); a pad id the first row's dtype cannot hold, a non-integer id or a missing key is
+    a ValueError / TypeError naming the key and row, where TRL wraps values around or fails deep
+    in torch.
+
+    Also takes an `ArrowBatch` (see `fastcollate.ArrowBatches`; `fastcollate.trl`'s trainers
+    hand it one), whose token columns are read without Python rows.
+    """
+
+    # The margins: float32, as TRL makes them.
+    _layout = _Layout(
+        prompt=None,
+        completions=_PAIRED,
+        together=True,
+        completion_mask=False,
+        truncation_mode=False,
+        scalars=(_Scalar("margin", "float", torch.float),),
+        from_rows=_reward_from_rows,
+        from_arrow=_reward_from_arrow,
+    )
+
+
+@dataclass
+class DataCollatorForUnpairedPreference(
+    _PreferenceTorchCall, TakesArrowBatches, PtOnly, TRLUnpairedCollator
+):
+    """Same arguments and output as `trl.trainer.kto_trainer.DataCollatorForUnpairedPreference`
+    (TRL 1.16), KTO's collator: `pad_token_id`, `max_length` (keeps the start),
+    `pad_to_multiple_of`, `return_tensors` ("pt" only).
+
+    Rows hold `prompt_ids`, `completion_ids`, `label`, and optionally `KL_completion_ids`,
+    `ref_logps`, `ref_KL_logps`. Output: `input_ids`, `attention_mask`, `completion_mask` (int64,
+    padded right), the same three with a `KL_` prefix when the first row has
+    `KL_completion_ids`, then `ref_logps`, `ref_KL_logps` and `label` as TRL's `torch.tensor`
+    makes them.
+
+    Unlike TRL: a numpy array or tensor among the ids is a TypeError (TRL's `+` would add it to
+    the prompt element by element); `max_length` must be at least 1; a missing key or a
+    non-integer id is a ValueError / TypeError naming the key and row. The vision collator is not
+    replaced.
+
+    Also takes an `ArrowBatch` (see `fastcollate.ArrowBatches`; `fastcollate.trl`'s trainers
+    hand it one), whose token columns are read without Python rows.
+    """
+
+    # The labels are required, as in TRL; the reference log-probabilities are optional.
+    _layout = _Layout(
+        prompt="prompt_ids",
+        completions=_UNPAIRED_SETS,
+        together=False,
+        completion_mask=True,
+        truncation_mode=False,
+        scalars=(
+            _Scalar("ref_logps", "float"),
+            _Scalar("ref_KL_logps", "float"),
+            _Scalar("label", "bool", required=True),
+        ),
+        from_rows=_unpaired_from_rows,
+        from_arrow=_unpaired_from_arrow,
+    )
