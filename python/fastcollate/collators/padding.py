@@ -345,10 +345,6 @@ def _values_to_python(batch: dict) -> None:
             raise TypeError(f"'{key}' holds values that cannot be read: {err}") from err
 
 
-def _is_array(value: Any) -> bool:
-    return isinstance(value, (np.ndarray, np.generic)) or is_torch_tensor(value)
-
-
 def _holds_arrays(values: list) -> bool:
     """Whether a key's values (handed back as objects) hold numpy / torch values."""
     return any(
