@@ -1,6 +1,9 @@
 """`python -m fastcollate bench`: fastcollate timed against transformers on the same batches.
 
-Not part of the library's API; the modules, lowest layer first:
+Not part of the library's API. Every module serves a mode of the command users run (the
+committed results files in benches/results/ are written by these modes); the scripts in
+benches/ reuse the workload, timing and report modules rather than ship code of their own.
+The modules, lowest layer first:
 
 - `errors`: `BenchError`, what stops a benchmark.
 - `workload`: the synthetic rows and length distributions, the row formats, the tokenizer.
@@ -10,5 +13,8 @@ Not part of the library's API; the modules, lowest layer first:
 - `timing`: the timing loop, its result records, the release-build check.
 - `report`: the table, the JSON record, the plot, the environment.
 - `sampling`: `--sampling`, real tokens and time per epoch of the training samplers.
+- `trl_workload`, `trl_suite`: `--cases trl`, TRL's collators, SFT dataset preparation and
+  `pack_dataset` against fastcollate's (imported only in that mode: they import TRL).
+- `speech_suite`: `--cases speech`, feature-extractor padding of raw audio.
 - `cli`: the command line.
 """
