@@ -87,6 +87,25 @@ def test_missing_extras_give_the_install_command(blocked, expression, extra):
     assert expression.rstrip("()") in message
 
 
+def test_preparation_without_datasets_gives_the_install_command():
+    # Its modules import datasets and pyarrow at module level, behind the package's check.
+    done = run_without(
+        ["datasets"],
+        """
+        try:
+            import fastcollate.preparation.pack_dataset
+        except ImportError as err:
+            print(err)
+        else:
+            print("no error")
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    message = done.stdout.strip()
+    assert message.startswith("fastcollate.preparation needs datasets and pyarrow"), message
+    assert "pip install 'fastcollate[transformers]'" in message
+
+
 def test_bench_without_transformers_prints_the_install_command():
     done = run_without(
         ["transformers"],
