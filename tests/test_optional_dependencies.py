@@ -38,6 +38,24 @@ def run_without(blocked: list[str], code: str) -> subprocess.CompletedProcess:
     )
 
 
+def import_error(blocked: list[str], statement: str) -> str:
+    """The ImportError `statement` raises without `blocked` ("no error" where none)."""
+    done = run_without(
+        blocked,
+        f"""
+        import fastcollate
+        try:
+            {statement}
+        except ImportError as err:
+            print(err)
+        else:
+            print("no error")
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
 def test_padding_needs_only_numpy():
     done = run_without(
         ["torch", "transformers"],
@@ -67,20 +85,7 @@ def test_padding_needs_only_numpy():
     ],
 )
 def test_missing_extras_give_the_install_command(blocked, expression, extra):
-    done = run_without(
-        blocked,
-        f"""
-        import fastcollate
-        try:
-            {expression}
-        except ImportError as err:
-            print(err)
-        else:
-            print("no error")
-        """,
-    )
-    assert done.returncode == 0, done.stderr
-    message = done.stdout.strip()
+    message = import_error(blocked, expression)
     # Both forms until a release is on an index: from an index, and from a source checkout.
     assert f"pip install 'fastcollate[{extra}]'" in message
     assert f"pip install '.[{extra}]'" in message
@@ -89,19 +94,7 @@ def test_missing_extras_give_the_install_command(blocked, expression, extra):
 
 def test_preparation_without_datasets_gives_the_install_command():
     # Its modules import datasets and pyarrow at module level, behind the package's check.
-    done = run_without(
-        ["datasets"],
-        """
-        try:
-            import fastcollate.preparation.pack_dataset
-        except ImportError as err:
-            print(err)
-        else:
-            print("no error")
-        """,
-    )
-    assert done.returncode == 0, done.stderr
-    message = done.stdout.strip()
+    message = import_error(["datasets"], "import fastcollate.preparation.pack_dataset")
     assert message.startswith("fastcollate.preparation needs datasets and pyarrow"), message
     assert "pip install 'fastcollate[transformers]'" in message
 
