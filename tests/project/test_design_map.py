@@ -16,6 +16,8 @@ DESIGN = ROOT / "docs" / "design.md"
 PACKAGE = ROOT / "python" / "fastcollate"
 STUB = PACKAGE / "_native.pyi"
 TABLE_HEADING = "## Python ↔ Rust"
+FILES_HEADING = "## Source files"
+FILE_LINE = re.compile(r"^- `([^`\s]+)` —\s", re.MULTILINE)
 
 # Folders that hold build outputs or caches, never sources.
 NOT_SOURCES = {"__pycache__", "target", "build", "dist", ".mypy_cache", ".ruff_cache"}
@@ -55,17 +57,28 @@ def exists(path: Path, folder: bool) -> bool:
     return path.is_dir() if folder else path.is_file()
 
 
+def listed_files(text: str) -> set[str]:
+    """The files with a line of their own under '## Source files': `- `path` — purpose`."""
+    start = text.find(FILES_HEADING)
+    if start == -1:
+        return set()
+    end = text.find("\n## ", start + 1)
+    section = text[start : end if end != -1 else len(text)]
+    return set(FILE_LINE.findall(section))
+
+
 def map_problems(text: str, root: Path = ROOT) -> list[str]:
     """What is wrong with the page as a map of the tree under `root`, every problem at once."""
     named = named_paths(text)
-    missing = [path for path in source_files(root) if path not in named]
+    listed = listed_files(text)
+    missing = [path for path in source_files(root) if path not in listed]
     stale = sorted(path for path in named if not exists(root / path, path.endswith("/")))
     problems = []
     if missing:
         problems.append(
-            "source files docs/design.md does not name; add a line "
+            "source files without a line of their own in docs/design.md; add a line "
             "'- `<path>` — <what it is for>' under the heading of its folder in "
-            "'## Source files' for each:\n" + "\n".join(f"  {path}" for path in missing)
+            f"'{FILES_HEADING}' for each:\n" + "\n".join(f"  {path}" for path in missing)
         )
     if stale:
         problems.append(
@@ -236,16 +249,19 @@ def tiny_tree(tmp_path):
 
 
 def test_a_complete_map_passes(tiny_tree):
-    text = ("- `rust/lib.rs` — root\n- `rust/core/pad.rs` — pad\n"
+    text = ("## Source files\n\n- `rust/lib.rs` — root\n- `rust/core/pad.rs` — pad\n"
             "- `python/fastcollate/__init__.py` — names\n"
             "- `python/fastcollate/_native.pyi` — stub\nUnder `rust/core/`.")
     assert map_problems(text, tiny_tree) == []
 
 
 def test_every_missing_and_every_stale_path_is_listed_at_once(tiny_tree):
-    text = ("- `rust/lib.rs` — root\n- `rust/core/bfd.rs` — gone\n- `rust/py/` — gone\n"
-            "- `python/fastcollate/_native.pyi` — stub\n- `padding.py` — not from the root")
+    text = ("## Source files\n\n- `rust/lib.rs` — root\n- `rust/core/bfd.rs` — gone\n"
+            "- `rust/py/` — gone\n- `python/fastcollate/_native.pyi` — stub\n"
+            "- `padding.py` — not from the root\n\n"
+            "## Elsewhere\n\nNamed in prose only: `rust/core/pad.rs`.\n")
     missing, stale = map_problems(text, tiny_tree)
+    # A file named only outside its own line is still missing from the list.
     assert "rust/core/pad.rs" in missing and "python/fastcollate/__init__.py" in missing
     assert "__pycache__" not in missing  # build outputs are not sources
     for path in ("rust/core/bfd.rs", "rust/py/", "padding.py"):
