@@ -21,8 +21,8 @@ PADDING_STRATEGIES = ("longest", "max_length", "do_not_pad")
 
 class PadSettings(NamedTuple):
     """What padding needs to know about the tokenizer (or the keyword arguments standing in).
-    Immutable; a NamedTuple because it is made on every call, in a third of a frozen
-    dataclass's time."""
+    Immutable; a NamedTuple because it is made on every call, and a NamedTuple is cheaper to
+    make than a frozen dataclass."""
 
     pad_token_id: int | None
     pad_token_type_id: int
@@ -264,7 +264,7 @@ def padding_group(
 ) -> tuple:
     """`resolve_padding` then `main_group`: the pad group for these settings and options,
     remembered. A collator pads every batch with the same ones, and working the group out
-    again cost about a tenth of a small batch's time. Only options of plain types are
+    again on every batch is not free. Only options of plain types are
     remembered, with their types in the key (True == 1, but `padding=1` is an error)."""
     # Settings read from a tokenizer are one object until it changes: keyed by identity first.
     fast_key = (id(settings), padding, type(padding), max_length, type(max_length),

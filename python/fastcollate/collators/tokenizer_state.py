@@ -1,7 +1,7 @@
 """A tokenizer's padding settings, read once and read again only when the tokenizer changes.
 
-`tokenizer.pad_token_id` goes through transformers' `__getattr__` and `convert_tokens_to_ids`:
-about 1.5 µs, a tenth of a small batch. Caching its value alone would be unsound (the pad
+`tokenizer.pad_token_id` goes through transformers' `__getattr__` and `convert_tokens_to_ids`,
+a noticeable part of a small batch's time. Caching its value alone would be unsound (the pad
 token can be replaced, or added to the vocabulary after being set), so the cache is keyed by
 everything the value is computed from, read where transformers itself reads it: the pad
 token's text (`str()` of what `_special_tokens_map` holds: an `AddedToken`'s text can be
@@ -135,7 +135,7 @@ def state_key(tokenizer: Any) -> tuple | None:
 
 def has_state_key(tokenizer: Any, key: tuple) -> bool:
     """Whether `state_key(tokenizer) == key`, for a `key` that `state_key` gave, without
-    building a new key (that was a tenth of a planned collator call)."""
+    building a new key (which costs a planned collator call more than the comparison)."""
     # `key[0]`, the class, was keyable when the key was made, and keyability is remembered
     # per class: the same class is keyable still.
     if type(tokenizer) is not key[0]:

@@ -129,7 +129,7 @@ def _padded_vectors(
     width = _rounded(int(lengths.max()), multiple)
     # torch.full as TRL calls it: the same conversion of the pad value, the same refusals.
     output = torch.full((len(tensors), width), padding_value, dtype=dtype, device=flat.device)
-    if width < 2**31:  # int32 compares take a third less time than int64 ones
+    if width < 2**31:  # int32 compares are cheaper than int64 ones
         lengths = lengths.astype(np.int32)
     columns = np.arange(width, dtype=lengths.dtype)
     mask = columns >= (width - lengths)[:, None] if left else columns < lengths[:, None]

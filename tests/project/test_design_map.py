@@ -1,0 +1,280 @@
+"""docs/design.md is the map of the source tree, and stays exact: every source file is named
+there, every path it names exists, and its Python <-> Rust table agrees with the code (which
+module calls which `_native` name, which binding file defines it, which core module it uses).
+Read from the files themselves (`ast` for Python, text for Rust), so nothing needs building."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DESIGN = ROOT / "docs" / "design.md"
+PACKAGE = ROOT / "python" / "fastcollate"
+STUB = PACKAGE / "_native.pyi"
+TABLE_HEADING = "## Python ↔ Rust"
+FILES_HEADING = "## Source files"
+FILE_LINE = re.compile(r"^- `([^`\s]+)` —\s", re.MULTILINE)
+
+# Folders that hold build outputs or caches, never sources.
+NOT_SOURCES = {"__pycache__", "target", "build", "dist", ".mypy_cache", ".ruff_cache"}
+# A backticked token is a path when it starts with one of these folders or ends with one of
+# these extensions; it is read from the repository root.
+PATH_FOLDERS = ("rust/", "python/", "tests/", "benches/", "docs/", "examples/", ".ci/",
+                ".github/")
+PATH_EXTENSIONS = (".rs", ".py", ".pyi", ".toml", ".md", ".json", ".yml", ".yaml")
+BACKTICKED = re.compile(r"`([^`\s]+)`")
+
+
+def source_files(root: Path = ROOT) -> list[str]:
+    """Every source file, relative to the root: `rust/**/*.rs` and the package's `.py` /
+    `.pyi` files, build outputs left out."""
+    found = [*(root / "rust").rglob("*.rs")]
+    package = root / "python" / "fastcollate"
+    found += [*package.rglob("*.py"), *package.rglob("*.pyi")]
+    return sorted(
+        path.relative_to(root).as_posix()
+        for path in found
+        if not NOT_SOURCES.intersection(path.relative_to(root).parts)
+    )
+
+
+def named_paths(text: str) -> set[str]:
+    """Every path the page names in backticks."""
+    named = set()
+    for token in BACKTICKED.findall(text):
+        if "*" in token or "://" in token:
+            continue
+        if token.startswith(PATH_FOLDERS) or token.endswith(PATH_EXTENSIONS):
+            named.add(token)
+    return named
+
+
+def exists(path: Path, folder: bool) -> bool:
+    return path.is_dir() if folder else path.is_file()
+
+
+def listed_files(text: str) -> set[str]:
+    """The files with a line of their own under '## Source files': `- `path` — purpose`."""
+    start = text.find(FILES_HEADING)
+    if start == -1:
+        return set()
+    end = text.find("\n## ", start + 1)
+    section = text[start : end if end != -1 else len(text)]
+    return set(FILE_LINE.findall(section))
+
+
+def map_problems(text: str, root: Path = ROOT) -> list[str]:
+    """What is wrong with the page as a map of the tree under `root`, every problem at once."""
+    named = named_paths(text)
+    listed = listed_files(text)
+    missing = [path for path in source_files(root) if path not in listed]
+    stale = sorted(path for path in named if not exists(root / path, path.endswith("/")))
+    problems = []
+    if missing:
+        problems.append(
+            "source files without a line of their own in docs/design.md; add a line "
+            "'- `<path>` — <what it is for>' under the heading of its folder in "
+            f"'{FILES_HEADING}' for each:\n" + "\n".join(f"  {path}" for path in missing)
+        )
+    if stale:
+        problems.append(
+            "paths docs/design.md names that do not exist (moved, renamed or deleted?); "
+            "write each path from the repository root, and update or remove these:\n"
+            + "\n".join(f"  {path}" for path in stale)
+        )
+    return problems
+
+
+def test_design_names_every_source_file_and_only_real_paths():
+    problems = map_problems(DESIGN.read_text("utf-8"))
+    assert not problems, "\n\n".join(problems)
+
+
+# --- the Python <-> Rust table ---
+
+
+def table_rows(text: str) -> list[list[str]]:
+    """The cells of each body row of the table under TABLE_HEADING."""
+    start = text.index(TABLE_HEADING)
+    end = text.find("\n## ", start + 1)
+    section = text[start : end if end != -1 else len(text)]
+    rows = [line for line in section.splitlines() if line.startswith("|")]
+    assert len(rows) > 2, f"no table under '{TABLE_HEADING}' in docs/design.md"
+    return [[cell.strip() for cell in row.strip("|").split("|")] for row in rows[2:]]
+
+
+def table() -> dict[str, list[str]]:
+    """Each `_native` name in the table's first column -> the cells of its row."""
+    by_name: dict[str, list[str]] = {}
+    for cells in table_rows(DESIGN.read_text("utf-8")):
+        for name in BACKTICKED.findall(cells[0]):
+            assert name not in by_name, f"`{name}` has two rows in the Python <-> Rust table"
+            by_name[name] = cells
+    return by_name
+
+
+def exported_names() -> set[str]:
+    """The extension's exports, as its stub's `__all__` lists them (`mypy.stubtest` holds the
+    stub to the built module)."""
+    for node in ast.parse(STUB.read_text("utf-8")).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id == "__all__" for target in node.targets
+        ):
+            return set(ast.literal_eval(node.value))
+    raise AssertionError("_native.pyi has no __all__")
+
+
+def native_uses() -> dict[str, set[str]]:
+    """Each `_native` name the package's code uses -> the files (from the root) using it:
+    `_native.name` after `from .. import _native`, and `from .._native import name`.
+    Docstrings and comments do not count."""
+    uses: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        if NOT_SOURCES.intersection(path.parts):
+            continue
+        where = path.relative_to(ROOT).as_posix()
+        for node in ast.walk(ast.parse(path.read_text("utf-8"), filename=str(path))):
+            names = []
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "_native"
+            ):
+                names = [node.attr]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[-1] == (
+                "_native"
+            ):
+                names = [alias.name for alias in node.names]
+            for name in names:
+                uses.setdefault(name, set()).add(where)
+    return uses
+
+
+def defines(source: str, name: str) -> bool:
+    """Whether Rust `source` exports `name` to Python: a `#[pyfunction]` of that name, a
+    `#[pyclass]` struct of that name (or `name = "..."`), or a value added to the module."""
+    escaped = re.escape(name)
+    patterns = (
+        rf"#\[pyfunction\][^{{;]*?\bfn {escaped}\b",
+        rf"#\[pyclass(?:\((?:(?!name =)[^\]])*\))?\]\s*(?:#\[[^\]]*\]\s*)*pub struct {escaped}\b",
+        rf"#\[pyclass\([^\]]*\bname = \"{escaped}\"",
+        rf"\.add\(\s*\"{escaped}\"",
+    )
+    return any(re.search(pattern, source) for pattern in patterns)
+
+
+def test_every_native_name_in_use_has_a_row_naming_its_callers():
+    rows, uses = table(), native_uses()
+    problems = []
+    for name, files in sorted(uses.items()):
+        if name not in rows:
+            problems.append(
+                f"`_native.{name}` is used by {sorted(files)} but has no row in the table: "
+                "add one (name, callers, binding file, core modules)"
+            )
+            continue
+        callers = set(BACKTICKED.findall(rows[name][1]))
+        for where in sorted(files - callers):
+            problems.append(
+                f"{where} uses `_native.{name}`: add `{where}` to the 'called from' cell of "
+                f"the row for `{name}`"
+            )
+    # A row may hold several names; each caller it lists must use one of them.
+    row_names: dict[tuple[str, ...], list[str]] = {}
+    for name, cells in rows.items():
+        row_names.setdefault(tuple(cells), []).append(name)
+    for cells, names in row_names.items():
+        for where in BACKTICKED.findall(cells[1]):
+            if where.startswith("python/") and not any(
+                where in uses.get(name, ()) for name in names
+            ):
+                problems.append(
+                    f"the row for {', '.join(f'`{n}`' for n in names)} says `{where}` calls "
+                    "it, but that file uses none of its names: remove it from the 'called from' "
+                    "cell"
+                )
+    assert not problems, "docs/design.md, Python <-> Rust table:\n" + "\n".join(problems)
+
+
+def test_the_table_names_every_export_and_only_exports():
+    rows, exported = table(), exported_names()
+    problems = [
+        f"`{name}` is in the table but not exported by the native module (_native.pyi "
+        "__all__): rename or remove its row"
+        for name in sorted(set(rows) - exported)
+    ] + [
+        f"the native module exports `{name}` (_native.pyi __all__) but the table has no row "
+        "for it: add one"
+        for name in sorted(exported - set(rows))
+    ]
+    assert not problems, "docs/design.md, Python <-> Rust table:\n" + "\n".join(problems)
+
+
+def test_each_row_names_the_binding_that_defines_it_and_the_core_it_uses():
+    problems = []
+    for name, cells in sorted(table().items()):
+        bindings = [p for p in BACKTICKED.findall(cells[2]) if p.startswith("rust/py/")]
+        sources = {p: (ROOT / p).read_text("utf-8") for p in bindings if (ROOT / p).is_file()}
+        if not any(defines(source, name) for source in sources.values()):
+            problems.append(
+                f"the row for `{name}` names {bindings or 'no rust/py/ file'} as its binding, "
+                f"but none of them exports `{name}`: name the file that defines it"
+            )
+        for core in BACKTICKED.findall(cells[3]):
+            if not core.startswith("rust/core/"):
+                continue
+            module = Path(core).stem
+            if not any(re.search(rf"\bcore::{module}\b", s) for s in sources.values()):
+                problems.append(
+                    f"the row for `{name}` names `{core}`, but none of its binding files "
+                    f"({', '.join(bindings)}) uses `core::{module}`: correct the core cell"
+                )
+    assert not problems, "docs/design.md, Python <-> Rust table:\n" + "\n".join(problems)
+
+
+# --- the checks themselves can fail ---
+
+
+@pytest.fixture
+def tiny_tree(tmp_path):
+    for path in ("rust/lib.rs", "rust/core/pad.rs", "python/fastcollate/__init__.py",
+                 "python/fastcollate/_native.pyi", "python/fastcollate/__pycache__/x.py"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("")
+    return tmp_path
+
+
+def test_a_complete_map_passes(tiny_tree):
+    text = ("## Source files\n\n- `rust/lib.rs` — root\n- `rust/core/pad.rs` — pad\n"
+            "- `python/fastcollate/__init__.py` — names\n"
+            "- `python/fastcollate/_native.pyi` — stub\nUnder `rust/core/`.")
+    assert map_problems(text, tiny_tree) == []
+
+
+def test_every_missing_and_every_stale_path_is_listed_at_once(tiny_tree):
+    text = ("## Source files\n\n- `rust/lib.rs` — root\n- `rust/core/bfd.rs` — gone\n"
+            "- `rust/py/` — gone\n- `python/fastcollate/_native.pyi` — stub\n"
+            "- `padding.py` — not from the root\n\n"
+            "## Elsewhere\n\nNamed in prose only: `rust/core/pad.rs`.\n")
+    missing, stale = map_problems(text, tiny_tree)
+    # A file named only outside its own line is still missing from the list.
+    assert "rust/core/pad.rs" in missing and "python/fastcollate/__init__.py" in missing
+    assert "__pycache__" not in missing  # build outputs are not sources
+    for path in ("rust/core/bfd.rs", "rust/py/", "padding.py"):
+        assert f"  {path}\n" in stale + "\n"
+
+
+def test_binding_definitions_are_recognised():
+    source = (
+        '#[pyfunction]\n#[pyo3(signature = (a, *, b=None))]\npub fn collate<\'py>(a: i64) {}\n'
+        '#[pyclass(frozen, name = "ArrowColumn", module = "m")]\npub struct ArrowColumnHandle {}\n'
+        '#[pyclass(frozen)]\npub struct CollatePlan {}\nm.add("__version__", "1")?;\n'
+    )
+    for name in ("collate", "ArrowColumn", "CollatePlan", "__version__"):
+        assert defines(source, name), name
+    for name in ("collate_planned", "ArrowColumnHandle", "build_profile"):
+        assert not defines(source, name), name
