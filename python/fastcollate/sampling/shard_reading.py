@@ -33,7 +33,10 @@ def shard_count(source: Any) -> int | None:
         return None
     if getattr(source, "_distributed", None) is not None:
         return None  # split with split_dataset_by_node: this rank's share already
-    return int(source.num_shards)
+    if not hasattr(source, "shard"):
+        return None  # a datasets release without IterableDataset.shard
+    # `num_shards` in current datasets, `n_shards` before it.
+    return int(getattr(source, "num_shards", None) or source.n_shards)
 
 
 def check_shard_reading(source: Any, read_shards: bool | None, source_sharded: Any,
