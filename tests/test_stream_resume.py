@@ -109,17 +109,31 @@ def test_stream_state_dict_resumes_a_reader(kind, workers):
     stream = make()
     stream.set_epoch(1)
     whole = list(stream)
-    assert stream.state_dict() == {"epoch": 1, "batches": len(whole)}
+    assert stream.state_dict() == {"epoch": 1, "batches": len(whole), "complete": True,
+                                    "reader": [0, 1]}
     stream.set_epoch(1)
     iterator = iter(stream)
     head = [next(iterator) for _ in range(3)]
     state = stream.state_dict()
-    assert state == {"epoch": 1, "batches": 3} and head == whole[:3]
+    assert state == {"epoch": 1, "batches": 3, "complete": False,
+                     "reader": [0, 1]} and head == whole[:3]
     again = make()
     again.load_state_dict(state)
     assert again.epoch == 1
     assert list(again) == whole[3:]
     assert list(again) == whole  # the next iteration is the whole epoch again
+    # Saved by another reader (rank x workers): its batches differ, so it cannot resume there.
+    other = make()
+    other.load_state_dict({**state, "reader": [1, 2]})
+    with pytest.raises(ValueError, match=r"saved by reader 1 of 2 .*this is reader 0 of 1"):
+        list(other)
+    # A complete place: the pass it resumes has nothing left; the next pass is whole.
+    done = make()
+    done.set_epoch(1)
+    done.load_state_dict({"epoch": 1, "batches": len(whole), "complete": True,
+                          "reader": [0, 1]})
+    assert list(done) == [] and done.state_dict()["complete"]
+    assert list(done) == whole
     with pytest.raises(ValueError, match="load_state_dict needs a mapping with 'epoch'"):
         again.load_state_dict({"epoch": 1})
     with pytest.raises(ValueError, match="batches must be at least 0"):

@@ -13,6 +13,12 @@ import numpy as np
 import torch
 
 from .._internal.options import checked_count
+from .shard_reading import (
+    check_shard_reading,
+    checked_shard_reading,
+    reader_shards,
+    reads_own_shards,
+)
 from .sharding import check_not_resharded, checked_world
 from .source_sharding import checked_sharding, readers_to_deal, sharding_for
 
@@ -139,6 +145,7 @@ class BufferedStream(torch.utils.data.IterableDataset):
         rank: int | None,
         drop_last: bool,
         source_sharded: Any,
+        read_shards: bool | None,
     ):
         name = type(self).__name__
         if not (isinstance(iterable, Iterable) or _ray_rows(iterable)) or isinstance(
@@ -156,6 +163,9 @@ class BufferedStream(torch.utils.data.IterableDataset):
         self.num_replicas, self.rank = checked_world(num_replicas, rank)
         self.drop_last = bool(drop_last)
         self.source_sharded = checked_sharding(source_sharded)
+        self.read_shards = checked_shard_reading(read_shards)
+        check_shard_reading(iterable, self.read_shards, self.source_sharded, name,
+                            self.num_replicas)
         # Whether a process group existed where the stream was made: a DataLoader worker, which
         # has none, learns it from here.
         self._process_group = _process_group()
@@ -164,10 +174,17 @@ class BufferedStream(torch.utils.data.IterableDataset):
         sharding_for(iterable, self.source_sharded, name, self.num_replicas, 1)
         # In shared memory, so that persistent DataLoader workers see set_epoch too.
         self._epoch = torch.zeros((), dtype=torch.int64).share_memory_()
-        # Batches of the current epoch this reader has handed out, and how many of the
-        # epoch's batches the next iteration skips (load_state_dict).
+        # Batches of the current epoch this reader has handed out, whether it has handed out
+        # all of them, and how many of the epoch's batches the next iteration skips
+        # (load_state_dict).
         self._yielded = 0
+        self._complete = False
         self._skip = 0
+        self._rest_empty = False  # a complete place was loaded: this pass has nothing left
+        # Which reader of how many this one is ([index, count], set when it iterates), and
+        # the one a loaded place was saved by.
+        self._reader: list[int] | None = None
+        self._saved_reader: Any = None
 
     @property
     def epoch(self) -> int:
@@ -179,30 +196,50 @@ class BufferedStream(torch.utils.data.IterableDataset):
         check_not_resharded(type(self).__name__, self.num_replicas, sys._getframe(1))
         epoch = checked_count(epoch, "epoch", 0)
         if epoch != self.epoch:
-            self._skip = 0  # a place loaded by load_state_dict was in another epoch
+            # A new epoch starts at its first batch (a place loaded by load_state_dict was in
+            # another epoch).
+            self._skip = 0
+            self._yielded = 0
+            self._complete = False
+            self._rest_empty = False
         self._epoch.fill_(epoch)
         set_source_epoch = getattr(self.iterable, "set_epoch", None)
         if callable(set_source_epoch):
             set_source_epoch(epoch)
 
-    def state_dict(self) -> dict[str, int]:
-        """Where this reader is: the epoch and how many of its batches of that epoch it has
-        handed out. (In a DataLoader worker, that worker's place: torchdata's
-        `StatefulDataLoader` asks each worker.)"""
-        return {"epoch": self.epoch, "batches": self._yielded}
+    def state_dict(self) -> dict[str, Any]:
+        """Where this reader is: the epoch, how many of its batches of that epoch it has
+        handed out, whether that was all of them (`complete`, known as the last one is handed
+        out), and which reader of how many this is (`reader`: [rank x workers + worker,
+        ranks x workers], None before it iterates). In a DataLoader worker, that worker's
+        place: torchdata's `StatefulDataLoader` asks each worker."""
+        return {"epoch": self.epoch, "batches": self._yielded, "complete": self._complete,
+                "reader": self._reader}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resumes at `state` (from `state_dict`): sets the epoch, and the next iteration
         yields that epoch's batches after the first `state["batches"]`, exactly those an
-        uninterrupted run would have yielded next. The buffers are rebuilt, not stored: the
-        skipped batches are read and planned again (not yielded), which needs the source to
-        give the same rows in the same order for the same epoch, as a seeded stream does."""
+        uninterrupted run would have yielded next (a ValueError when it iterates as another
+        reader, of another count of ranks x workers, than the one that saved it: its batches
+        differ). The buffers are rebuilt, not stored: the skipped batches are read and planned
+        again (not yielded), which needs the source to give the same rows in the same order
+        for the same epoch, as a seeded stream does. A `complete` place (this reader had handed
+        out all of its epoch) leaves the epoch as it is, and the next iteration yields nothing:
+        the pass it resumes had nothing left here. (torchdata's `StatefulDataLoader` then starts
+        the next pass afresh when the whole loader had finished, at the epoch its loop sets.)"""
         if not isinstance(state, Mapping) or not {"epoch", "batches"} <= set(state):
             raise ValueError(
                 f"{type(self).__name__}.load_state_dict needs a mapping with 'epoch' and "
                 f"'batches' (what state_dict returns), not {state!r}"
             )
         batches = checked_count(state["batches"], "batches", 0)
+        self._saved_reader = state.get("reader")
+        if state.get("complete", False):
+            self._skip = 0
+            self._rest_empty = True
+            self._yielded = batches
+            self._complete = True
+            return
         self.set_epoch(state["epoch"])
         self._skip = batches
         self._yielded = batches
@@ -243,16 +280,16 @@ class BufferedStream(torch.utils.data.IterableDataset):
         emit them, and the positions carried into the next buffer (none when `last`)."""
         raise NotImplementedError
 
-    def _batches(self) -> Iterator[list[Any]]:
-        """Every batch of the epoch, in order, as every reader makes them: the stream read
-        `buffer` rows at a time (the rows the previous buffer carried first), each buffer
-        planned by `_plan`."""
+    def _batches(self, source: Any) -> Iterator[list[Any]]:
+        """Every batch of the epoch, in order, as every reader of `source` makes them (the
+        stream, or this reader's shards of it): `source` read `buffer` rows at a time (the
+        rows the previous buffer carried first), each buffer planned by `_plan`."""
         epoch = self.epoch
         rows: list[Any] = []
         sizes: list[int] = []
         position = 0
         buffer_number = 0
-        source = rows_of(self.iterable)
+        source = rows_of(source)
         exhausted = False
         while not exhausted:
             for row in source:
@@ -288,9 +325,30 @@ class BufferedStream(torch.utils.data.IterableDataset):
         workers, worker_id = (worker.num_workers, worker.id) if worker is not None else (1, 0)
         ranks = self.num_replicas
         sharding = sharding_for(self.iterable, self.source_sharded, name, ranks, workers)
+        # A DataLoader worker has no process group of its own: whether the ranks share one was
+        # seen where the stream was made.
+        process_group = self._process_group if worker is not None else _process_group()
+        source = self.iterable
+        if reads_own_shards(source, self.read_shards, sharding, name, ranks, workers,
+                            worker is not None, process_group):
+            source = reader_shards(source, ranks * workers, self.rank * workers + worker_id)
+            sharding = True  # this reader's own rows
         readers, reader = readers_to_deal(sharding, ranks, self.rank, workers, worker_id)
         skip, self._skip = self._skip, 0
-        batches = deal(self._batches(), readers, reader, self.drop_last)
+        rest_empty, self._rest_empty = self._rest_empty, False
+        here = [self.rank * workers + worker_id, ranks * workers]
+        saved, self._saved_reader = self._saved_reader, None
+        if (skip or rest_empty) and saved is not None and list(saved) != here:
+            raise ValueError(
+                f"{name}: the place given to load_state_dict was saved by reader {saved[0]} of "
+                f"{saved[1]} (rank x DataLoader workers + worker), but this is reader {here[0]} "
+                f"of {here[1]}, whose batches differ: resume with the ranks and num_workers "
+                "it was saved with"
+            )
+        self._reader = here
+        if rest_empty:
+            return iter(())
+        batches = deal(self._batches(source), readers, reader, self.drop_last)
         if ranks == 1 or sharding not in ("rank", True):
             return self._counted(batches, skip)  # every rank deals out the same batches
         # Each rank packs its own rows: the ranks' batch counts are evened out by a
@@ -307,9 +365,18 @@ class BufferedStream(torch.utils.data.IterableDataset):
         return self._counted(even_across_ranks(batches, self.drop_last, name), skip)
 
     def _counted(self, batches: Iterator[list[Any]], skip: int) -> Iterator[list[Any]]:
-        """`batches` after the first `skip`, counted for `state_dict`."""
+        """`batches` after the first `skip`, counted for `state_dict`: one batch ahead, so that
+        `complete` is known as the last one is handed out (a stateful loader's worker takes its
+        place right after each batch)."""
         self._yielded = 0
-        for batch in batches:
+        self._complete = False
+        source = iter(batches)
+        batch = next(source, None)
+        while batch is not None:
+            following = next(source, None)
             self._yielded += 1
+            self._complete = following is None
             if self._yielded > skip:
                 yield batch
+            batch = following
+        self._complete = True

@@ -36,7 +36,9 @@ class LengthGroupedStream(BufferedStream):
     filled by repeating the epoch's first batches, or dropped with `drop_last=True`), and so
     is a source that is already split (`source_sharded`, read off the source where it can
     be, a ValueError naming it where it cannot and several readers exist; each rank's batch
-    counts evened out by a collective when each rank groups its own rows). `num_replicas` and
+    counts evened out by a collective when each rank groups its own rows), and so is
+    `read_shards` (each reader grouping only its own shards of a `datasets` stream with
+    enough of them). `num_replicas` and
     `rank` default to torch.distributed's world size and rank when its process group is
     initialized, else 1 and 0."""
 
@@ -52,10 +54,11 @@ class LengthGroupedStream(BufferedStream):
         rank: int | None = None,
         drop_last: bool = False,
         source_sharded: bool | str | None = None,
+        read_shards: bool | None = None,
     ):
         super().__init__(iterable, buffer=buffer, seed=seed, column=column,
                          num_replicas=num_replicas, rank=rank, drop_last=drop_last,
-                         source_sharded=source_sharded)
+                         source_sharded=source_sharded, read_shards=read_shards)
         self.batch_size = checked_count(batch_size, "batch_size", 1)
         if self.buffer < self.batch_size:
             raise ValueError(

@@ -48,7 +48,14 @@ class PackedStream(BufferedStream):
     by one collective per batch on torch.distributed's process group (the rank that runs out
     first repeats its epoch's first batches; `drop_last=True` stops every rank with the first
     one), which needs the stream iterated in the main process (`num_workers=0`); without a
-    process group each rank yields its own count. `num_replicas` and `rank` default to
+    process group each rank yields its own count. `read_shards` has each reader read only its
+    own shards of a whole `datasets.IterableDataset` (of `n` readers, reader `r` reads shards
+    `r, r + n, ...`) and pack them by itself, in place of reading every row: every row is
+    still in exactly one batch per epoch, and the ranks' counts are evened out as for a source
+    split by rank. Left at None it is on when the source is such a stream with at least one
+    shard per reader and the counts can be evened out (one rank, or a process group and the
+    stream iterated in the main process); `True` that cannot be honoured is a ValueError;
+    `False` reads every row in every reader. `num_replicas` and `rank` default to
     torch.distributed's world size and rank when its process group is initialized, else 1
     and 0."""
 
@@ -65,10 +72,11 @@ class PackedStream(BufferedStream):
         rank: int | None = None,
         drop_last: bool = False,
         source_sharded: bool | str | None = None,
+        read_shards: bool | None = None,
     ):
         super().__init__(iterable, buffer=buffer, seed=seed, column=column,
                          num_replicas=num_replicas, rank=rank, drop_last=drop_last,
-                         source_sharded=source_sharded)
+                         source_sharded=source_sharded, read_shards=read_shards)
         self.max_tokens = checked_count(max_tokens, "max_tokens", 1)
         self.truncate = bool(truncate)
 
