@@ -25,11 +25,12 @@ import copy
 from typing import Any
 
 from .._internal.patching import original
+from .._internal.upstream import SFT_TRAINER_MODULE, SFT_TRAINER_PREPARE_DATASET
 from .sft_preparation import prepare_tokenized_sft_dataset
 
 
 def _trl_prepare_dataset() -> Any:
-    return original("trl.trainer.sft_trainer", "SFTTrainer._prepare_dataset")
+    return original(SFT_TRAINER_MODULE, SFT_TRAINER_PREPARE_DATASET)
 
 
 def prepare_sft_trainer_dataset(
