@@ -78,12 +78,16 @@ class CollatePlan:
         keep_arrays: bool = False,
         keep_numpy_scalars: bool = False,
         to_tensor: Callable[[np.ndarray], Any] | None = None,
-        # transformers' BatchEncoding: a batch without lists comes back finished in one.
+        # transformers' BatchEncoding: a batch without lists comes back finished in one,
+        # made without __init__: `data` set, then `batch_encoding_attributes` (what an empty
+        # one holds besides `data`), after `renames` ((old key, new key), in order).
         batch_encoding: type | None = None,
+        batch_encoding_attributes: Mapping[str, Any] | None = None,
+        renames: Sequence[tuple[str, str]] | None = None,
     ) -> CollatePlan: ...
 
 # `collate(rows, groups, **options)` with the groups and options of `plan`.
-# A batch without lists, with the plan's batch_encoding: labels renamed, in a BatchEncoding.
+# A batch without lists, with the plan's batch_encoding: keys renamed, in a BatchEncoding.
 def collate_planned(
     rows: Sequence[Mapping[str, Any]], plan: CollatePlan
 ) -> Any: ...

@@ -151,15 +151,23 @@ pub fn collate<'py>(
 
 /// `collate`'s options settled once for many calls (a collator's call plan): the pad plan
 /// already parsed, so that a call converts nothing but the rows. With `batch_encoding` (the
-/// BatchEncoding class, whose empty instances hold `data`, `_encodings` and `_n_sequences`
-/// only), a batch of arrays or tensors alone is also finished here as transformers'
-/// DataCollatorWithPadding finishes it.
+/// BatchEncoding class), a batch of arrays or tensors alone is also finished here as the
+/// caller would finish it: keys renamed by `renames`, in a bare BatchEncoding given `data` and
+/// `batch_encoding_attributes` (what an empty one holds besides `data`). The caller states
+/// both; nothing here knows transformers' private names or its label rule.
 #[pyclass(frozen, module = "fastcollate._native")]
 pub struct CollatePlan {
     plan: Plan,
     keep: Keep,
     to_tensor: Option<Py<PyAny>>,
-    batch_encoding: Option<Py<PyType>>,
+    finish: Option<Finish>,
+}
+
+/// How `collate_planned` finishes a batch of arrays or tensors alone (see `CollatePlan`).
+struct Finish {
+    class: Py<PyType>,
+    attributes: Vec<(Py<PyString>, Py<PyAny>)>,
+    renames: Vec<(Py<PyString>, Py<PyString>)>,
 }
 
 #[pymethods]
@@ -167,16 +175,45 @@ impl CollatePlan {
     #[new]
     #[pyo3(signature = (
         groups, *, float32, keep_arrays=false, keep_numpy_scalars=false, to_tensor=None,
-        batch_encoding=None
+        batch_encoding=None, batch_encoding_attributes=None, renames=None
     ))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
+        py: Python<'_>,
         groups: Vec<GroupArgs>,
         float32: bool,
         keep_arrays: bool,
         keep_numpy_scalars: bool,
         to_tensor: Option<Py<PyAny>>,
         batch_encoding: Option<Py<PyType>>,
+        batch_encoding_attributes: Option<Bound<'_, PyDict>>,
+        renames: Option<Vec<(String, String)>>,
     ) -> PyResult<Self> {
+        let finish = match batch_encoding {
+            None => None,
+            Some(class) => {
+                let mut attributes = Vec::new();
+                for (name, value) in batch_encoding_attributes.iter().flatten() {
+                    let name: String = name.extract()?;
+                    attributes.push((PyString::intern(py, &name).unbind(), value.unbind()));
+                }
+                let renames = renames
+                    .iter()
+                    .flatten()
+                    .map(|(old, new)| {
+                        (
+                            PyString::intern(py, old).unbind(),
+                            PyString::intern(py, new).unbind(),
+                        )
+                    })
+                    .collect();
+                Some(Finish {
+                    class,
+                    attributes,
+                    renames,
+                })
+            }
+        };
         Ok(CollatePlan {
             plan: build_plan(groups, float32, false, None)?,
             keep: Keep {
@@ -184,16 +221,16 @@ impl CollatePlan {
                 numpy_scalars: keep_numpy_scalars,
             },
             to_tensor,
-            batch_encoding,
+            finish,
         })
     }
 }
 
 /// `collate(rows, groups, **options)` for the groups and options `plan` holds: the same
 /// output and errors. With the plan's `batch_encoding`, a batch holding no list (every key
-/// an array or tensor) comes back finished: `label` then `label_ids` renamed to `labels`
-/// (popped, then set), in a BatchEncoding whose `data` is the dict; any other batch comes
-/// back as the dict, for the caller to finish.
+/// an array or tensor) comes back finished: the plan's renames applied in order (popped, then
+/// set), in a BatchEncoding whose `data` is the dict; any other batch comes back as the dict,
+/// for the caller to finish.
 #[pyfunction]
 pub fn collate_planned<'py>(
     py: Python<'py>,
@@ -203,7 +240,7 @@ pub fn collate_planned<'py>(
     let plan = plan.get();
     let to_tensor = plan.to_tensor.as_ref().map(|f| f.bind(py));
     let batch = collate_with(py, rows, &plan.plan, None, plan.keep, to_tensor, None)?;
-    let Some(class) = &plan.batch_encoding else {
+    let Some(finish) = &plan.finish else {
         return Ok(batch.into_any());
     };
     if batch
@@ -212,15 +249,15 @@ pub fn collate_planned<'py>(
     {
         return Ok(batch.into_any());
     }
-    for old in [intern!(py, "label"), intern!(py, "label_ids")] {
+    for (old, new) in &finish.renames {
         if let Some(value) = batch.get_item(old)? {
             batch.del_item(old)?;
-            batch.set_item(intern!(py, "labels"), value)?;
+            batch.set_item(new, value)?;
         }
     }
-    // `class.__new__(class)` through the type's own slot, then the three attributes set in
-    // the order BatchEncoding's `__init__` sets them.
-    let class = class.bind(py);
+    // `class.__new__(class)` through the type's own slot, then `data` and the other
+    // attributes set in the order an empty one holds them.
+    let class = finish.class.bind(py);
     // SAFETY: `tp_new` is the class's constructor slot (a class always has one, inherited
     // from `object` at least), called with the class and an empty argument tuple as
     // `class.__new__(class)` calls it; a null result is an error set by it.
@@ -239,8 +276,9 @@ pub fn collate_planned<'py>(
         )?
     };
     encoding.setattr(intern!(py, "data"), batch)?;
-    encoding.setattr(intern!(py, "_encodings"), py.None())?;
-    encoding.setattr(intern!(py, "_n_sequences"), py.None())?;
+    for (name, value) in &finish.attributes {
+        encoding.setattr(name.bind(py), value.bind(py))?;
+    }
     Ok(encoding)
 }
 

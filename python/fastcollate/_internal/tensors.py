@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .extras import install_command
+from .upstream import BATCH_ENCODING_ENCODINGS, BATCH_ENCODING_N_SEQUENCES
 
 RETURN_TENSORS = (None, "np", "pt")
 
@@ -249,13 +250,12 @@ def pin_tensors(batch: dict, filled: PinnedOutputBuffers | None = None) -> None:
 _BATCH_ENCODING: list = []
 # What an empty BatchEncoding holds besides `data` in the transformers versions this knows: then
 # its attributes are set one by one (no copy of a prototype dict to make).
-_USUAL_ATTRIBUTES = {"_encodings": None, "_n_sequences": None}
+_USUAL_ATTRIBUTES = {BATCH_ENCODING_ENCODINGS: None, BATCH_ENCODING_N_SEQUENCES: None}
 
 
-def _batch_encoding_class() -> tuple[Any, dict | None, Any] | None:
-    """transformers' BatchEncoding, the attributes an empty one holds besides `data` (None
-    where they are `_USUAL_ATTRIBUTES`) and what makes a bare one, or None without
-    transformers."""
+def _batch_encoding_class() -> tuple[Any, dict[str, Any], bool, Any] | None:
+    """transformers' BatchEncoding, the attributes an empty one holds besides `data`, whether
+    they are `_USUAL_ATTRIBUTES`, and what makes a bare one; None without transformers."""
     if not _BATCH_ENCODING:
         try:
             from transformers import BatchEncoding
@@ -264,20 +264,20 @@ def _batch_encoding_class() -> tuple[Any, dict | None, Any] | None:
         else:
             attributes = dict(vars(BatchEncoding()))
             attributes.pop("data", None)
-            if attributes == _USUAL_ATTRIBUTES:
-                attributes = None
             new = BatchEncoding.__new__  # looked up once, not on every call
-            _BATCH_ENCODING.append((BatchEncoding, attributes, new))
+            usual = attributes == _USUAL_ATTRIBUTES
+            _BATCH_ENCODING.append((BatchEncoding, attributes, usual, new))
     return _BATCH_ENCODING[0]
 
 
-def plain_batch_encoding_class() -> Any:
-    """transformers' BatchEncoding where an empty one holds `data`, `_encodings` and
-    `_n_sequences` only (what `batch_encoding` fills), else None."""
+def batch_encoding_parts() -> tuple[type, dict[str, Any]] | None:
+    """transformers' BatchEncoding and the attributes an empty one holds besides `data`: what
+    the native module's call plan sets on the bare instance it makes (see `batch_encoding`);
+    None without transformers."""
     found = _BATCH_ENCODING[0] if _BATCH_ENCODING else _batch_encoding_class()
-    if found is None or found[1] is not None:
+    if found is None:
         return None
-    return found[0]
+    return found[0], dict(found[1])
 
 
 def batch_encoding(data: dict):
@@ -286,16 +286,17 @@ def batch_encoding(data: dict):
     found = _BATCH_ENCODING[0] if _BATCH_ENCODING else _batch_encoding_class()
     if found is None:
         return data
-    cls, attributes, new = found
+    cls, attributes, usual, new = found
     # What `BatchEncoding()` then `.data = data` gives (an empty one's attributes, `data` as
     # its store), without running its __init__: that, and filling it key by key through
-    # UserDict's Python-level __setitem__, cost ~1 us a batch.
+    # UserDict's Python-level __setitem__, cost more than the rest of a small batch's Python
+    # work.
     encoding = new(cls)
-    if attributes is None:
+    if usual:
         store = encoding.__dict__
         store["data"] = data
-        store["_encodings"] = None
-        store["_n_sequences"] = None
+        store[BATCH_ENCODING_ENCODINGS] = None
+        store[BATCH_ENCODING_N_SEQUENCES] = None
     else:
         attributes = attributes.copy()
         attributes["data"] = data

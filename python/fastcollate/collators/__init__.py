@@ -11,10 +11,11 @@ from .default import (
 from .flattening import DataCollatorWithFlattening
 from .language_modeling import DataCollatorForLanguageModeling
 from .multiple_choice import DataCollatorForMultipleChoice
-from .padding import DataCollatorWithPadding, pad
+from .padding import DataCollatorWithPadding
 from .seq2seq import DataCollatorForSeq2Seq
 from .speech import DataCollatorCTCWithPadding, DataCollatorSpeechSeq2SeqWithPadding
 from .token_classification import DataCollatorForTokenClassification
+from .tokenizer_pad import pad
 
 __all__ = [
     "pad",

@@ -7,14 +7,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .._internal.main_input import MainValues, main_input_kind
 from .._internal.rows import first_row
 from .._internal.stacked_masks import put_back, set_aside_masks
 from .._internal.tensors import floats_as_float32
 from ..arrow import ArrowBatch
 from .feature_extraction import processing_kind
 from .native import collate
-from .padding import MainValues, converted_like_tokenizer_pad, main_tensor_kind
 from .padding_options import PadSettings, padding_group
+from .tokenizer_pad import converted_like_tokenizer_pad
 
 FRAMEWORKS = ("pt", "np")
 
@@ -114,7 +115,7 @@ def padded_with_labels(
     # reads them (numpy scalars and, beside Python-list token ids, arrays keep their dtypes).
     rows = not isinstance(features, ArrowBatch)
     aside = set_aside_masks(features, keys) if rows else None
-    main_kind = main_tensor_kind(MainValues(features, settings.main_input)) if rows else None
+    main_kind = main_input_kind(MainValues(features, settings.main_input)) if rows else None
     keep_arrays = rows and main_kind is None
     native = collate(
         features,

@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import _native
 from .._internal.tensors import is_torch_tensor, torch_module
+from .._internal.upstream import FEATURE_EXTRACTOR_PAD_METHODS
 
 _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _MASK_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
@@ -75,7 +76,7 @@ def _uses_base_padding(extractor: Any) -> bool:
     kind = type(extractor)
     return all(
         getattr(kind, name, None) is getattr(base, name)
-        for name in ("pad", "_pad", "_truncate", "_get_padding_strategies")
+        for name in ("pad", *FEATURE_EXTRACTOR_PAD_METHODS)
     )
 
 

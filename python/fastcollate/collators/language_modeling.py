@@ -15,6 +15,7 @@ import numpy as np
 from .. import _native
 from .._internal.patching import original
 from .._internal.tensors import is_torch_tensor, torch_module
+from .._internal.upstream import LANGUAGE_MODELING_WHOLE_WORD_MASK, LANGUAGE_MODELING_WORD_IDS
 from ..arrow import ArrowBatch
 from .base import TakesArrowBatches, framework
 from .masking import (
@@ -24,8 +25,8 @@ from .masking import (
     to_numpy,
     worker_id,
 )
-from .padding import pad
 from .padding_options import check_pad_to_multiple_of, check_tokenizer, clamped_multiple
+from .tokenizer_pad import pad
 
 MASK_RNGS = ("native", "torch")
 
@@ -392,11 +393,13 @@ class DataCollatorForLanguageModeling(TakesArrowBatches):
             offset_mapping=offset_mapping,
         )
 
-    # transformers' masking methods (mask_rng="torch") call these on the collator.
+    # transformers' masking methods (mask_rng="torch") call these on the collator (their names:
+    # `_internal.upstream`).
     @staticmethod
     def _calc_word_ids_and_prob_mask(offsets, special_tokens_mask):
-        return _transformers_collator()._calc_word_ids_and_prob_mask(offsets, special_tokens_mask)
+        word_ids = getattr(_transformers_collator(), LANGUAGE_MODELING_WORD_IDS)
+        return word_ids(offsets, special_tokens_mask)
 
     @staticmethod
     def _whole_word_mask(word_ids, mask):
-        return _transformers_collator()._whole_word_mask(word_ids, mask)
+        return getattr(_transformers_collator(), LANGUAGE_MODELING_WHOLE_WORD_MASK)(word_ids, mask)

@@ -11,8 +11,8 @@ from .._internal.tensors import torch_module
 from .base import framework
 from .default import holds_tensor_rows
 from .feature_extraction import transformers_collator
-from .padding import pad
 from .padding_options import PadSettings, check_padding_options, check_tokenizer
+from .tokenizer_pad import pad
 
 
 def _choices(examples: list, label_name: str, main_input: str) -> tuple[dict, int]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from .._internal.tensors import torch_module
 from .feature_extraction import pad_features
-from .padding import pad
+from .tokenizer_pad import pad
 
 LABEL_PAD_VALUE = -100
 

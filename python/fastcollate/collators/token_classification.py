@@ -9,8 +9,8 @@ from typing import Any
 from .._internal.tensors import batch_encoding
 from .base import TakesArrowBatches, batch_rows, first_keys, framework, padded_with_labels
 from .feature_extraction import transformers_collator
-from .padding import pad
 from .padding_options import PadSettings, check_padding_options, check_tokenizer, checked_pad_id
+from .tokenizer_pad import pad
 
 
 @dataclass

@@ -23,18 +23,25 @@ import sys
 import weakref
 from typing import Any
 
+from .._internal.upstream import (
+    TOKENIZER_BACKEND,
+    TOKENIZER_CONVERT_TOKEN_TO_ID,
+    TOKENIZER_PAD_TOKEN_TYPE_ID,
+    TOKENIZER_SPECIAL_TOKENS_MAP,
+)
+
 # The lookups whose results the key stands for, which a keyable class must not override.
 _LOOKUPS = (
     "__getattr__",
     "convert_tokens_to_ids",
-    "_convert_token_to_id_with_added_voc",
+    TOKENIZER_CONVERT_TOKEN_TO_ID,
     "pad_token_type_id",
     "__len__",
 )
 # Names that must reach transformers' `__getattr__` (no class attribute may answer them first).
 _SPECIAL = ("pad_token", "pad_token_id", "unk_token", "unk_token_id")
 # Plain instance attributes: a data descriptor on the class would answer instead of them.
-_PLAIN = ("padding_side", "model_input_names", "model_max_length", "_pad_token_type_id")
+_PLAIN = ("padding_side", "model_input_names", "model_max_length", TOKENIZER_PAD_TOKEN_TYPE_ID)
 
 _KEYABLE: dict[type, bool] = {}
 
@@ -85,7 +92,7 @@ _SHADOWING = (
     "unk_token",
     "SPECIAL_TOKENS_ATTRIBUTES",
     "convert_tokens_to_ids",
-    "_convert_token_to_id_with_added_voc",
+    TOKENIZER_CONVERT_TOKEN_TO_ID,
 )
 
 
@@ -122,8 +129,8 @@ def state_key(tokenizer: Any) -> tuple | None:
     try:
         return (
             cls,
-            _pad_id_inputs(attributes["_special_tokens_map"], attributes["_tokenizer"]),
-            attributes["_pad_token_type_id"],
+            _pad_id_inputs(attributes[TOKENIZER_SPECIAL_TOKENS_MAP], attributes[TOKENIZER_BACKEND]),
+            attributes[TOKENIZER_PAD_TOKEN_TYPE_ID],
             attributes["padding_side"],
             # A copy: the tokenizer's list may be changed in place.
             list(attributes["model_input_names"]),
@@ -148,12 +155,12 @@ def has_state_key(tokenizer: Any, key: tuple) -> bool:
         or "unk_token" in attributes
         or "SPECIAL_TOKENS_ATTRIBUTES" in attributes
         or "convert_tokens_to_ids" in attributes
-        or "_convert_token_to_id_with_added_voc" in attributes
+        or TOKENIZER_CONVERT_TOKEN_TO_ID in attributes
     ):
         return False
     try:
-        special = attributes["_special_tokens_map"]
-        backend = attributes["_tokenizer"]
+        special = attributes[TOKENIZER_SPECIAL_TOKENS_MAP]
+        backend = attributes[TOKENIZER_BACKEND]
         expected = key[1]
         pad = special.get("pad_token")
         if pad is not None and expected[1] is not None:
@@ -163,7 +170,7 @@ def has_state_key(tokenizer: Any, key: tuple) -> bool:
         elif _pad_id_inputs(special, backend) != expected:
             return False
         return (
-            attributes["_pad_token_type_id"] == key[2]
+            attributes[TOKENIZER_PAD_TOKEN_TYPE_ID] == key[2]
             and attributes["padding_side"] == key[3]
             # (Not a list: never equal, so read through its attributes every call.)
             and attributes["model_input_names"] == key[4]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._internal.upstream import ACCELERATOR_DATALOADERS
 from ..sampling.buffered_stream import BufferedStream
 
 
@@ -48,7 +49,7 @@ def prepare_rank_aware_loader(accelerator: Any, loader: Any) -> Any:
         non_blocking=accelerator.non_blocking,
         use_stateful_dataloader=accelerator.use_stateful_dataloader,
     )
-    accelerator._dataloaders.append(prepared)
+    getattr(accelerator, ACCELERATOR_DATALOADERS).append(prepared)
     return prepared
 
 

@@ -27,6 +27,7 @@ from transformers.tokenization_utils_base import BatchEncoding
 
 from .._internal.patching import original
 from .._internal.tensors import is_torch_tensor
+from .._internal.upstream import TOKENIZER_PAD_METHODS, TOKENIZER_RESOLVE_PADDING
 from ..collators import pad as fastcollate_pad
 
 MODULE = "transformers.tokenization_utils_base"
@@ -48,7 +49,7 @@ def _pads_as_base(tokenizer: Any) -> bool:
         base = original(MODULE, "PreTrainedTokenizerBase")
         known = all(
             getattr(cls, name, None) is getattr(base, name)
-            for name in ("_pad", "_get_padding_truncation_strategies")
+            for name in TOKENIZER_PAD_METHODS
         )
         _plain_classes[cls] = known
     return known
@@ -148,7 +149,8 @@ def tokenizer_pad(
             return_attention_mask, return_tensors, verbose,
         )
     try:
-        strategy, _, resolved_length, _ = self._get_padding_truncation_strategies(
+        resolve_padding = getattr(self, TOKENIZER_RESOLVE_PADDING)
+        strategy, _, resolved_length, _ = resolve_padding(
             padding=padding, max_length=max_length, verbose=verbose
         )
     except Exception:  # noqa: BLE001 - transformers raises it in its own order

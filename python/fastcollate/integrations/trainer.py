@@ -16,6 +16,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, has_length
 
 from .._internal.datasets import is_datasets_dataset
 from .._internal.patching import original
+from .._internal.upstream import TRAINER_COLLATOR_WITH_REMOVED_COLUMNS, TRAINER_OUTPUT_DIR
 from ..arrow.trainer_datasets import ArrowDataLoaderMixin, unwrap
 from ..collators import DataCollatorWithFlattening, DataCollatorWithPadding, default_data_collator
 from ..sampling.lengths import sequence_lengths
@@ -98,7 +99,8 @@ class StreamPosition(transformers.TrainerCallback):
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         directory = os.path.join(
-            self.trainer._get_output_dir(None), f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+            getattr(self.trainer, TRAINER_OUTPUT_DIR)(None),
+            f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}",
         )
         if state.is_world_process_zero and os.path.isdir(directory):
             with open(os.path.join(directory, STREAM_POSITION_NAME), "w") as f:
@@ -228,7 +230,7 @@ class ArrowTrainerMixin(ArrowDataLoaderMixin):
         loader = torch.utils.data.DataLoader(
             stream,
             batch_size=None,
-            collate_fn=self._get_collator_with_removed_columns(
+            collate_fn=getattr(self, TRAINER_COLLATOR_WITH_REMOVED_COLUMNS)(
                 self.data_collator, description="Training"
             ),
             num_workers=args.dataloader_num_workers,

@@ -8,6 +8,7 @@ from typing import Any
 
 from .._internal.extras import require
 from .._internal.patching import Patch, apply, restore
+from .._internal.upstream import SFT_TRAINER_MODULE, SFT_TRAINER_PREPARE_DATASET
 
 # The trainers that import `trl.trainer.utils.pad` by value (each looks it up in its own
 # module's globals at call time).
@@ -41,7 +42,7 @@ _TARGETS: dict[str, tuple[tuple[str, str], ...]] = {
         ("trl.trainer.sft_trainer", "pack_dataset"),
     ),
     # A method: labels, truncation, filtering, packing and shuffling after TRL's tokenization.
-    "prepare_sft_trainer_dataset": (("trl.trainer.sft_trainer", "SFTTrainer._prepare_dataset"),),
+    "prepare_sft_trainer_dataset": ((SFT_TRAINER_MODULE, SFT_TRAINER_PREPARE_DATASET),),
 }
 
 # The Arrow path: the trainer classes a script imports from `trl` / `trl.trainer` after the

@@ -27,11 +27,12 @@ from typing import Any
 import datasets
 
 from .._internal.patching import original
+from .._internal.upstream import SFT_TRAINER_MODULE, SFT_TRAINER_PREPARE_DATASET
 from ..preparation.sft_dataset import prepare_tokenized_sft_dataset
 
 
 def _trl_prepare_dataset() -> Any:
-    return original("trl.trainer.sft_trainer", "SFTTrainer._prepare_dataset")
+    return original(SFT_TRAINER_MODULE, SFT_TRAINER_PREPARE_DATASET)
 
 
 def prepare_sft_trainer_dataset(
