@@ -31,7 +31,7 @@ def check_return_tensors(return_tensors: Any) -> str | None:
     return value
 
 
-def output_kind(return_tensors: str) -> str:
+def output_kind(return_tensors: str | None) -> str:
     """What `return_tensors` makes, in words, for messages: "pt" a torch tensor, "np" a numpy
     array."""
     return "a torch tensor" if return_tensors == "pt" else "a numpy array"
@@ -262,10 +262,9 @@ def _batch_encoding_class() -> tuple[Any, dict | None, Any] | None:
         except ImportError:
             _BATCH_ENCODING.append(None)
         else:
-            attributes = dict(vars(BatchEncoding()))
-            attributes.pop("data", None)
-            if attributes == _USUAL_ATTRIBUTES:
-                attributes = None
+            found = dict(vars(BatchEncoding()))
+            found.pop("data", None)
+            attributes = None if found == _USUAL_ATTRIBUTES else found
             new = BatchEncoding.__new__  # looked up once, not on every call
             _BATCH_ENCODING.append((BatchEncoding, attributes, new))
     return _BATCH_ENCODING[0]
