@@ -9,6 +9,7 @@ no, forked and spawned DataLoader workers."""
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 
 import datasets
 import torch
@@ -26,6 +27,11 @@ ROWS = 90
 BUDGET = 96
 EPOCHS = 2
 GROUP_BATCH = 4
+# DataLoader worker settings tried after `accelerator.prepare`: fork only where the platform
+# has it (not Windows).
+WORKER_SETTINGS = [(0, None), (2, "spawn")]
+if "fork" in multiprocessing.get_all_start_methods():
+    WORKER_SETTINGS.insert(1, (2, "fork"))
 
 
 class PaddedRecordingTrainer(fastcollate.Trainer):
@@ -49,7 +55,7 @@ def prepared_outcomes(streams) -> dict[str, str]:
         accelerator = Accelerator(
             cpu=True, dataloader_config=DataLoaderConfiguration(dispatch_batches=dispatch))
         for name, stream in streams.items():
-            for workers, context in ((0, None), (2, "fork"), (2, "spawn")):
+            for workers, context in WORKER_SETTINGS:
                 loader = torch.utils.data.DataLoader(
                     stream, batch_size=None, num_workers=workers,
                     multiprocessing_context=context, collate_fn=row_numbers)

@@ -8,6 +8,7 @@ spawn), nulls, bad indices, column selection and the Trainer hook."""
 from __future__ import annotations
 
 import copy
+import multiprocessing
 import os
 import pickle
 
@@ -382,6 +383,10 @@ def assert_same_batches(ours, theirs):
         assert_same_batch(dict(a), dict(b))
 
 
+@pytest.mark.skipif(
+    "fork" not in multiprocessing.get_all_start_methods(),
+    reason="the fork start method is unavailable on this platform",
+)
 def test_dataloader_with_fork_workers_matches_the_row_path(bert_tokenizer):
     dataset = imdb_like()
     collator = fastcollate.DataCollatorWithPadding(bert_tokenizer, pad_to_multiple_of=8)

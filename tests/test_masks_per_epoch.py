@@ -6,6 +6,7 @@ under fork and spawn, with persistent workers or not. mask_rng="torch" stays tra
 from __future__ import annotations
 
 import copy
+import multiprocessing
 import pickle
 
 import numpy as np
@@ -18,6 +19,13 @@ from torch.utils.data import DataLoader
 import fastcollate
 from compare import assert_same_batch
 
+HAS_FORK = "fork" in multiprocessing.get_all_start_methods()
+# The workers' start method where a test's point is not fork itself (Windows has no fork).
+CONTEXT = "fork" if HAS_FORK else "spawn"
+requires_fork = pytest.mark.skipif(
+    not HAS_FORK, reason="the fork start method is unavailable on this platform"
+)
+
 ROWS = [{"input_ids": [101, *range(2000 + i, 2040 + i), 102]} for i in range(16)]
 EPOCHS = 2
 
@@ -26,7 +34,7 @@ def collator(tokenizer, **options):
     return fastcollate.DataCollatorForLanguageModeling(tokenizer, seed=5, **options)
 
 
-def epoch_masks(tokenizer, *, context="fork", persistent=False, set_epoch=False, torch_seed=0):
+def epoch_masks(tokenizer, *, context=CONTEXT, persistent=False, set_epoch=False, torch_seed=0):
     """Each epoch's batch labels (batches alternate between the two workers)."""
     torch.manual_seed(torch_seed)  # the DataLoader's base seeds: must not matter
     collate = collator(tokenizer)
@@ -77,6 +85,7 @@ def assert_masks_vary(epochs):
     [(False, False), (False, True), (True, True)],
     ids=["restarted-workers", "restarted-workers-set_epoch", "persistent-set_epoch"],
 )
+@requires_fork
 def test_fork_workers_mask_by_seed_epoch_worker_and_batch(bert_tokenizer, persistent, set_epoch):
     first = epoch_masks(bert_tokenizer, persistent=persistent, set_epoch=set_epoch)
     assert_masks_vary(first)  # across epochs, workers and batches
@@ -100,6 +109,7 @@ def test_persistent_workers_never_told_the_epoch_count_on(bert_tokenizer):
 @pytest.mark.parametrize(
     "persistent, set_epoch", [(False, False), (True, True)], ids=["restarted", "persistent"]
 )
+@requires_fork
 def test_spawn_workers_mask_as_fork_workers(bert_tokenizer, persistent, set_epoch):
     spawned = epoch_masks(
         bert_tokenizer, context="spawn", persistent=persistent, set_epoch=set_epoch
@@ -181,6 +191,7 @@ def forked_worker_labels(collate):
     Version(transformers.__version__) < Version("5.24"),
     reason="transformers before 5.24 reused the parent's generator in forked workers",
 )
+@requires_fork
 def test_torch_masks_make_a_generator_per_process_and_kind_as_transformers_does(bert_tokenizer):
     ours = forked_worker_labels(collator(bert_tokenizer, mask_rng="torch"))
     reference = transformers.DataCollatorForLanguageModeling(bert_tokenizer, seed=5)

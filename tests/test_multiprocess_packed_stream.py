@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from multiprocess_packed_stream import BUDGET, EPOCHS, GROUP_BATCH, ROWS
+from multiprocess_packed_stream import BUDGET, EPOCHS, GROUP_BATCH, ROWS, WORKER_SETTINGS
 from test_multiprocess import launch
 
 SCRIPT = Path(__file__).with_name("multiprocess_packed_stream.py")
@@ -90,11 +90,11 @@ def test_group_by_length_training_on_a_stream(ranks):
 def test_accelerate_prepare_is_refused_on_every_rank(ranks):
     # accelerate would dispatch the batches from rank 0 (which holds only its own) or cut each
     # rank's batches again: rows lost. Both ranks raise before the first batch, whatever the
-    # workers (none, forked, spawned), so neither waits for the other.
+    # workers (none, forked where the platform can fork, spawned), so neither waits for the other.
     for name in ("PackedStream", "LengthGroupedStream"):
         for dispatch, how in ((None, "dispatch its batches from process 0"),
                               (False, "cut each process's batches into per-process slices")):
-            for workers in ("workers=0 None", "workers=2 fork", "workers=2 spawn"):
+            for workers in (f"workers={n} {context}" for n, context in WORKER_SETTINGS):
                 for report in ranks:
                     outcome = report["prepared"][f"{name} dispatch={dispatch} {workers}"]
                     assert outcome.startswith(

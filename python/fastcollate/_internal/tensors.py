@@ -32,7 +32,7 @@ def check_return_tensors(return_tensors: Any) -> str | None:
     return value
 
 
-def output_kind(return_tensors: str) -> str:
+def output_kind(return_tensors: str | None) -> str:
     """What `return_tensors` makes, in words, for messages: "pt" a torch tensor, "np" a numpy
     array."""
     return "a torch tensor" if return_tensors == "pt" else "a numpy array"

@@ -74,7 +74,7 @@ class TakesArrowBatches:
     subclass that replaces one of `_batch_methods` (which receive the batch) may expect a list of
     rows, so it is not handed ArrowBatches."""
 
-    _batch_methods = ("__call__",)
+    _batch_methods: tuple[str, ...] = ("__call__",)
     _arrow_class: type
 
     def __init_subclass__(cls, **kwargs: Any):

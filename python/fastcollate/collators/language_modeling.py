@@ -73,7 +73,7 @@ def _collate_sequences(examples: list, tokenizer: Any, pad_to_multiple_of, retur
     if needs_padding and tokenizer.pad_token is None:
         raise _no_pad_token_error(tokenizer)
     pad_id = tokenizer.pad_token_id if needs_padding else 0
-    group = (
+    group: tuple[Any, ...] = (
         "input_ids",
         pad_id,
         "longest" if needs_padding else "do_not_pad",

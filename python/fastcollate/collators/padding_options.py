@@ -210,7 +210,7 @@ def clamped_multiple(value: Any) -> Any:
 
 
 def pad_to_multiple_of_invalid(value: Any) -> bool:
-    return value is not None and (
+    return value is not None and bool(
         isinstance(value, (bool, np.bool_))
         or not isinstance(value, (int, np.integer))
         or value < 0
