@@ -13,13 +13,14 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
 use crate::core::error::CollateError;
 use crate::core::pad::{self, Layout, Output, PadGroup, Plan};
 
-use super::dlpack;
-use super::gather::{gather, KeepRaw};
-use super::in_place;
-use super::output_buffers::OutputBuffers;
-use super::pad::{build_plan, output_to_py, GroupArgs};
-use super::rows::BatchKeys;
-use super::tensors;
+use crate::py::convert::gather::{gather, KeepRaw};
+use crate::py::convert::in_place;
+use crate::py::convert::pad_plan::{build_plan, GroupArgs};
+use crate::py::convert::rows::BatchKeys;
+use crate::py::convert::torch;
+use crate::py::output::numpy_arrays::output_to_py;
+use crate::py::output::output_buffers::OutputBuffers;
+use crate::py::output::torch_tensors;
 
 /// `collate`'s `keep_arrays` and `keep_numpy_scalars` (see `gather::KeepRaw`).
 #[derive(Clone, Copy)]
@@ -266,8 +267,8 @@ fn collate_with<'py>(
         numpy_scalars: keep.numpy_scalars,
         typed_keys: &typed_keys,
     };
-    // No torch function mode runs while the rows are read (see `tensors::modes_off`).
-    let modes_off = tensors::modes_off(py)?;
+    // No torch function mode runs while the rows are read (see `torch::modes_off`).
+    let modes_off = torch::modes_off(py)?;
     // Groups padded straight from the rows (the usual batch); the rest is gathered into
     // columns and padded by the core.
     let in_place = pad_groups_in_place(features, plan, &padded_keys, &keys, buffers.as_mut())?;
@@ -355,7 +356,7 @@ fn collate_with<'py>(
     }
     let result = PyDict::new(py);
     // `torch.from_numpy` of each output: its tensors made straight from the buffers.
-    let torch_tensors = to_tensor.is_some_and(dlpack::is_torch_from_numpy);
+    let torch_tensors = to_tensor.is_some_and(torch_tensors::is_torch_from_numpy);
     let put = |object: &Bound<'py, PyString>, output: Output| -> PyResult<()> {
         let ragged = matches!(output.layout, Layout::Ragged { .. });
         if let Some(tensor) = buffers.as_ref().and_then(|b| b.given_tensor(&output)) {
@@ -364,7 +365,7 @@ fn collate_with<'py>(
         match to_tensor {
             Some(convert) if !ragged => result.set_item(
                 object,
-                dlpack::converted(py, output, convert, torch_tensors)?,
+                torch_tensors::converted(py, output, convert, torch_tensors)?,
             ),
             _ => result.set_item(object, output_to_py(py, output)?),
         }
