@@ -85,6 +85,7 @@ pub fn read_exact_ints(
     let items = unsafe { sequence_items(sequence, is_list) };
     let run = items
         .iter()
+        // SAFETY: each item is a live object (see above).
         .position(|&item| unsafe { ffi::PyLong_CheckExact(item) } == 0)
         .unwrap_or(items.len());
     if run == 0 {
@@ -95,6 +96,7 @@ pub fn read_exact_ints(
     let inline = int_digits_are_30_bit(sequence.py());
     let mut overflow_at = None;
     column.extend_ints(items[..run].iter().enumerate().map(|(position, &item)| {
+        // SAFETY: `item` is live (see above) and, in this run, an exact int.
         let value = unsafe { exact_int_value(item, inline) };
         if value.is_none() && overflow_at.is_none() {
             overflow_at = Some(position);
@@ -210,6 +212,7 @@ fn write_items(
         if unsafe { ffi::PyLong_CheckExact(item) } == 0 {
             return false;
         }
+        // SAFETY: `item` is live and was just checked to be an exact int.
         match unsafe { exact_int_value(item, inline) } {
             Some(value) => {
                 slot.write(value);

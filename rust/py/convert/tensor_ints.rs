@@ -75,6 +75,8 @@ impl TensorInts<'_> {
             len,
             int_type,
         } = self.view;
+        // SAFETY: `values`' contract holds for the view this was made with (see above), and
+        // `int_type` is the element type `int_values` found, so `T` is the values' own type.
         unsafe {
             match int_type {
                 IntType::I8 => visitor.visit(values::<i8>(data, len)),
