@@ -41,6 +41,8 @@ mod _native {
     use super::bindings::streams::{group_stream_buffer, pack_stream_buffer};
     #[pymodule_export]
     use super::bindings::trl_pad::pad_sequences;
+    #[pymodule_export]
+    use super::convert::pad_plan::PadGroupSpec;
 
     #[pymodule_init]
     fn init(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {

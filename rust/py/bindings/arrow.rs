@@ -14,7 +14,7 @@ use crate::core::arrow::{self, ArrowColumn, ArrowError, Bitmap, Chunk, Offsets, 
 use crate::core::error::CollateError;
 use crate::core::pad;
 
-use crate::py::convert::pad_plan::{build_plan, GroupArgs};
+use crate::py::convert::pad_plan::{build_plan, PadGroupSpec};
 use crate::py::output::numpy_arrays::output_to_py;
 use crate::py::output::output_buffers::OutputBuffers;
 
@@ -197,7 +197,7 @@ pub fn collate_arrow<'py>(
     columns: Vec<Bound<'py, ArrowColumnHandle>>,
     index_map: Option<Bound<'py, ArrowColumnHandle>>,
     indices: Vec<i64>,
-    groups: Vec<GroupArgs>,
+    groups: Vec<Bound<'py, PadGroupSpec>>,
     float32: bool,
     allow_ragged: bool,
     dtypes: Option<HashMap<String, String>>,

@@ -15,7 +15,7 @@ use crate::core::pad::{self, Layout, Output, PadGroup, Plan};
 
 use crate::py::convert::gather::{gather, KeepRaw};
 use crate::py::convert::in_place;
-use crate::py::convert::pad_plan::{build_plan, GroupArgs};
+use crate::py::convert::pad_plan::{build_plan, PadGroupSpec};
 use crate::py::convert::rows::BatchKeys;
 use crate::py::convert::torch;
 use crate::py::output::numpy_arrays::output_to_py;
@@ -130,7 +130,7 @@ fn pad_groups_in_place<'py>(
 pub fn collate<'py>(
     py: Python<'py>,
     features: &Bound<'py, PyAny>,
-    groups: Vec<GroupArgs>,
+    groups: Vec<Bound<'py, PadGroupSpec>>,
     float32: bool,
     allow_ragged: bool,
     dtypes: Option<HashMap<String, String>>,
@@ -171,7 +171,7 @@ impl CollatePlan {
         batch_encoding=None
     ))]
     fn new(
-        groups: Vec<GroupArgs>,
+        groups: Vec<Bound<'_, PadGroupSpec>>,
         float32: bool,
         keep_arrays: bool,
         keep_numpy_scalars: bool,
