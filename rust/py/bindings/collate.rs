@@ -356,7 +356,7 @@ fn collate_with<'py>(
     }
     let result = PyDict::new(py);
     // `torch.from_numpy` of each output: its tensors made straight from the buffers.
-    let torch_tensors = to_tensor.is_some_and(torch_tensors::is_torch_from_numpy);
+    let direct = to_tensor.is_some_and(torch_tensors::is_torch_from_numpy);
     let put = |object: &Bound<'py, PyString>, output: Output| -> PyResult<()> {
         let ragged = matches!(output.layout, Layout::Ragged { .. });
         if let Some(tensor) = buffers.as_ref().and_then(|b| b.given_tensor(&output)) {
@@ -365,7 +365,7 @@ fn collate_with<'py>(
         match to_tensor {
             Some(convert) if !ragged => result.set_item(
                 object,
-                torch_tensors::converted(py, output, convert, torch_tensors)?,
+                torch_tensors::converted(py, output, convert, direct)?,
             ),
             _ => result.set_item(object, output_to_py(py, output)?),
         }

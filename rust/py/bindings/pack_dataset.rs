@@ -1,5 +1,5 @@
-//! Binding for `pack_dataset`'s core (`core::pack_dataset`): borrows the numpy row lengths and batch
-//! boundaries, plans with the interpreter released, and hands back numpy arrays.
+//! Binding for `pack_dataset`'s core (`core::pack_dataset`): borrows the numpy row lengths and
+//! batch boundaries, plans with the interpreter released, and hands back numpy arrays.
 
 use std::borrow::Cow;
 
@@ -51,8 +51,8 @@ pub fn pack_dataset_bfd<'py>(
     Ok(packed_arrays(py, plan))
 }
 
-/// `whole_dataset=True`: all rows packed fullest-first (`pack_dataset::fullest_first`); the same four
-/// arrays as `pack_dataset_bfd`.
+/// `whole_dataset=True`: all rows packed fullest-first (`pack_dataset::fullest_first`); the
+/// same four arrays as `pack_dataset_bfd`.
 #[pyfunction]
 #[pyo3(signature = (lengths, seq_length, *, split))]
 pub fn pack_dataset_fullest<'py>(

@@ -7,6 +7,7 @@ use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 
 use crate::core::batches::Batches;
+use crate::core::packing::PackingError;
 use crate::core::stream_grouping::BufferGrouping;
 use crate::core::stream_packing::BufferPacking;
 use crate::py::convert::array_values::borrowed_or_copied;
@@ -16,9 +17,17 @@ use crate::py::output::numpy_arrays::{batch_arrays, I64Array};
 /// carried into the next buffer.
 type BufferArrays<'py> = (I64Array<'py>, I64Array<'py>, I64Array<'py>);
 
-fn buffer_arrays(py: Python<'_>, batches: Batches, carried: Vec<i64>) -> BufferArrays<'_> {
+/// Plans one buffer from its lengths (borrowed, or copied once when strided) with the
+/// interpreter released, and hands back its arrays.
+fn plan_buffer<'py>(
+    py: Python<'py>,
+    lengths: PyReadonlyArray1<'py, i64>,
+    plan: impl FnOnce(&[i64]) -> Result<(Batches, Vec<i64>), PackingError> + Send,
+) -> PyResult<BufferArrays<'py>> {
+    let lengths = borrowed_or_copied(&lengths);
+    let (batches, carried) = py.detach(|| plan(&lengths))?;
     let (indices, offsets) = batch_arrays(py, batches);
-    (indices, offsets, PyArray1::from_vec(py, carried))
+    Ok((indices, offsets, PyArray1::from_vec(py, carried)))
 }
 
 /// One stream buffer sorted by length and cut into batches of `batch_size`: the batches to
@@ -42,9 +51,10 @@ pub fn group_stream_buffer<'py>(
         epoch,
         buffer_number,
     };
-    let lengths = borrowed_or_copied(&lengths);
-    let grouped = py.detach(|| plan.group(&lengths))?;
-    Ok(buffer_arrays(py, grouped.batches, grouped.carried))
+    plan_buffer(py, lengths, |lengths| {
+        plan.group(lengths)
+            .map(|grouped| (grouped.batches, grouped.carried))
+    })
 }
 
 /// One stream buffer packed best-fit decreasing: the batches to emit (buffer positions, as
@@ -70,7 +80,8 @@ pub fn pack_stream_buffer<'py>(
         epoch,
         buffer_number,
     };
-    let lengths = borrowed_or_copied(&lengths);
-    let packed = py.detach(|| plan.pack(&lengths))?;
-    Ok(buffer_arrays(py, packed.batches, packed.carried))
+    plan_buffer(py, lengths, |lengths| {
+        plan.pack(lengths)
+            .map(|packed| (packed.batches, packed.carried))
+    })
 }

@@ -1,5 +1,6 @@
-//! The pad plan from Python's arguments: the pad groups a collator's settings give and the
-//! output dtypes, checked and turned into a `core::pad::Plan` (`collate`, `collate_arrow`).
+//! The pad plan from Python's arguments: `_native.PadGroup` (a pad group by name, checked once
+//! when a collator's settings are worked out) and the output dtypes, turned into a
+//! `core::pad::Plan` for `collate`, `CollatePlan` and `collate_arrow`.
 
 use std::collections::HashMap;
 

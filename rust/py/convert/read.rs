@@ -396,7 +396,8 @@ pub fn read_tensor_rows(column: &mut Column, tensors: &[Bound<'_, PyAny>]) -> Py
 /// gives), into a fresh column. Each row takes one `tolist()`, which gives a 0-d tensor's
 /// number as `item()` does (int for integer dtypes, float, bool) and anything else as a list,
 /// so it also tells a 0-d tensor from a one-element tensor, which `item()` takes too, in one
-/// call where `dim()` and `item()` are two (and a `torch.stack` costs more). Row 0 is checked with `dim()` first, so a key of large tensors is not turned into lists.
+/// call where `dim()` and `item()` are two (and a `torch.stack` costs more). Row 0 is checked
+/// with `dim()` first, so a key of large tensors is not turned into lists.
 /// `false`: some value is not an exact 0-d tensor whose number is in range, or the column is
 /// not fresh, and nothing was read (the caller reads row by row and reports it). Closing
 /// scalar rows in a fresh column cannot fail; were it to, the error comes back.

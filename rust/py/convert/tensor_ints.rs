@@ -61,7 +61,7 @@ impl TensorInts<'_> {
         self.view.len
     }
 
-    /// Hands `visitor` the values, as `read::with_int_values` hands it an array's.
+    /// Hands `visitor` the values, as `array_values::with_int_values` hands it an array's.
     pub fn visit<V: IntValuesVisitor>(&self, visitor: V) -> V::Output {
         /// SAFETY (for each use): `int_values` checked that `data` is non-null and aligned
         /// for `T`, and that `len` values of `T` lie there, contiguous, in the storage of

@@ -1,6 +1,6 @@
 //! The core's outputs handed to numpy without a copy: each output's Vec becomes the buffer of
 //! a numpy array whose base is a capsule that frees it (`owned_array`); ragged outputs become
-//! lists of lists.
+//! lists of lists; the samplers' index batches become (indices, offsets) arrays.
 
 use std::ffi::{c_int, c_void, CStr};
 use std::ptr;
