@@ -35,8 +35,12 @@ import fastcollate
 from fastcollate import _native
 from fastcollate.bench import report, timing, workload
 
-GROUP = ("input_ids", 0, "longest", None, None, False, [("token_type_ids", 0, True)],
-         "attention_mask")
+GROUP = _native.PadGroup(
+    "input_ids",
+    pad_value=0,
+    followers=[("token_type_ids", 0, True)],
+    attention_mask="attention_mask",
+)
 
 
 def collate(rows, **options):

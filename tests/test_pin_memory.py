@@ -161,8 +161,11 @@ def test_trainer_on_a_gpu_pins_in_the_collator(bert_tokenizer, model_path, tmp_p
 # without CUDA the same path is checked with ordinary memory (`PinnedOutputBuffers.pin_memory`
 # off, CUDA reported present), so the CPU suite proves the values and the absence of a copy.
 
-GROUP = ("input_ids", 0, "longest", None, None, False, [("token_type_ids", 0, True)],
-         "attention_mask")
+GROUP = dict(pad_value=0, followers=[("token_type_ids", 0, True)], attention_mask="attention_mask")
+
+
+def _group(**changes):
+    return fastcollate._native.PadGroup("input_ids", **{**GROUP, **changes})
 
 
 class Provider:
@@ -182,7 +185,8 @@ class Provider:
         return tensor
 
 
-def _collate(rows, group=GROUP, **options):
+def _collate(rows, group=None, **options):
+    group = _group() if group is None else group
     return fastcollate._native.collate(
         rows, [group], float32=True, to_tensor=torch.from_numpy, **options
     )
@@ -221,7 +225,7 @@ def _rows(kind, lengths, extra):
 @pytest.mark.parametrize("left", [False, True])
 @pytest.mark.parametrize("lengths", [[3, 1, 4], [2], [5, 5], [1, 0, 2]])
 def test_output_buffers_are_filled_in_place(kind, extra, left, lengths):
-    group = (*GROUP[:5], left, *GROUP[6:])
+    group = _group(left=left)
     rows = _rows(kind, lengths, extra)
     expected = _collate(rows, group)
     provider = Provider()
@@ -238,12 +242,15 @@ def test_output_buffers_are_filled_in_place(kind, extra, left, lengths):
 
 def test_output_buffers_at_max_length_and_multiple_of():
     rows = [{"input_ids": [1, 2, 3]}, {"input_ids": [4]}]
+    PadGroup = fastcollate._native.PadGroup
     for group in (
-        ("input_ids", 0, "max_length", 6, None, False, [], "attention_mask"),
-        ("input_ids", 9, "longest", None, 4, True, [], "attention_mask"),
-        ("input_ids", 0, "do_not_pad", None, None, False, [], None),
+        PadGroup("input_ids", pad_value=0, strategy="max_length", max_length=6,
+                 attention_mask="attention_mask"),
+        PadGroup("input_ids", pad_value=9, pad_to_multiple_of=4, left=True,
+                 attention_mask="attention_mask"),
+        PadGroup("input_ids", pad_value=0, strategy="do_not_pad"),
     ):
-        if group[2] == "do_not_pad":
+        if group.strategy == "do_not_pad":
             rows_now = [{"input_ids": [1, 2]}, {"input_ids": [3, 4]}]
         else:
             rows_now = rows
@@ -425,7 +432,8 @@ def test_without_the_exchange_table_the_provider_is_not_called():
         "def provider(*args):\n"
         "    called.append(args)\n"
         "    return torch.empty(args[1], dtype=getattr(torch, args[2]))\n"
-        "group = ('input_ids', 0, 'longest', None, None, False, [], 'attention_mask')\n"
+        "group = fastcollate._native.PadGroup('input_ids', pad_value=0,"
+        " attention_mask='attention_mask')\n"
         "out = fastcollate._native.collate([{'input_ids': [1, 2]}, {'input_ids': [3]}], [group],"
         " float32=True, to_tensor=torch.from_numpy, output_buffer=provider)\n"
         "assert called == [], called\n"
@@ -449,8 +457,8 @@ def test_without_the_exchange_table_the_provider_is_not_called():
     mask=st.booleans(),
 )
 def test_output_buffers_match_owned_outputs(kind, lengths, extra, left, multiple, mask):
-    group = ("input_ids", 0, "longest", None, multiple, left, [("token_type_ids", 7, True)],
-             "attention_mask" if mask else None)
+    group = _group(pad_to_multiple_of=multiple, left=left, followers=[("token_type_ids", 7, True)],
+                   attention_mask="attention_mask" if mask else None)
     rows = _rows(kind, lengths, extra)
     try:
         expected = _collate(rows, group)

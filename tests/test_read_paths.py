@@ -78,8 +78,9 @@ def collators(bert_tokenizer):
 
 # Where torch has no DLPack exchange table (or FASTCOLLATE_DLPACK_EXCHANGE=0 turns it off, as
 # test_routes_without_torchs_exchange_table does), a pad group of at most this many tensors is
-# read tensor by tensor in place, one of more through one torch.cat (rust/py/tensors.rs,
-# READ_IN_PLACE_UP_TO); with the table, every batch is read in place.
+# read tensor by tensor in place, one of more through one torch.cat
+# (rust/py/convert/tensor_ints.rs, READ_IN_PLACE_UP_TO); with the table, every batch is read
+# in place.
 TENSORS_READ_IN_PLACE = 16
 
 
@@ -369,7 +370,7 @@ def test_torch_format_rows(collators, lengths, label_dtype, strided):
 
 
 # ---------------------------------------------------------------------------------------------
-# Padding in place (rust/py/in_place.rs): the usual batch is read straight into the padded
+# Padding in place (rust/py/convert/in_place.rs): the usual batch is read straight into the padded
 # buffers; anything else makes it give up, at any row and key, and leave the group to the
 # general path. Either way the result must be transformers'.
 
@@ -516,11 +517,11 @@ def test_rows_are_left_as_they_were(collators, fmt):
 
 
 # ---------------------------------------------------------------------------------------------
-# Tensor keys through one torch.cat (rust/py/tensors.rs): a key's tensors are concatenated
-# without looking at each row's dtype (the result's dtype says whether every value came through
-# exactly), the keys of a pad group share one cat, and 0-d labels are read with one tolist()
-# each. Rows whose dtypes differ per key and per row must still give transformers' output, or
-# an error where transformers has one.
+# Tensor keys through one torch.cat (rust/py/convert/tensor_concat.rs): a key's tensors are
+# concatenated without looking at each row's dtype (the result's dtype says whether every value
+# came through exactly), the keys of a pad group share one cat, and 0-d labels are read with one
+# tolist() each. Rows whose dtypes differ per key and per row must still give transformers'
+# output, or an error where transformers has one.
 
 MIXED_DTYPES = [
     torch.int64,

@@ -22,7 +22,7 @@ def is_rust_buffer(base: object) -> bool:
 def test_numpy_arrays_are_views_of_rust_buffers():
     out = _native.collate(
         [{"input_ids": [1, 2, 3]}, {"input_ids": [4]}],
-        [("input_ids", 0, "longest", None, None, False, [], "attention_mask")],
+        [_native.PadGroup("input_ids", pad_value=0, attention_mask="attention_mask")],
         float32=True,
     )
     for array in out.values():
@@ -34,7 +34,7 @@ def test_numpy_arrays_are_views_of_rust_buffers():
 def test_torch_tensors_share_the_rust_buffer():
     native = _native.collate(
         [{"input_ids": [1, 2, 3], "label": 1}, {"input_ids": [4], "label": 0}],
-        [("input_ids", 0, "longest", None, None, False, [], "attention_mask")],
+        [_native.PadGroup("input_ids", pad_value=0, attention_mask="attention_mask")],
         float32=True,
     )
     pointers = {k: v.ctypes.data for k, v in native.items()}
@@ -55,7 +55,7 @@ def test_public_numpy_output_is_the_rust_buffer(bert_tokenizer):
 def test_arrays_are_writeable_c_ordered_and_outlive_the_batch():
     out = _native.collate(
         [{"input_ids": [1, 2, 3], "score": 0.5}, {"input_ids": [4], "score": 1.5}],
-        [("input_ids", 0, "longest", None, None, False, [], "attention_mask")],
+        [_native.PadGroup("input_ids", pad_value=0, attention_mask="attention_mask")],
         float32=False,
     )
     ids, score = out["input_ids"], out["score"]
@@ -73,7 +73,7 @@ def test_arrays_are_writeable_c_ordered_and_outlive_the_batch():
 def test_an_empty_matrix_has_zero_strides_as_before():
     out = _native.collate(
         [{"input_ids": []}, {"input_ids": []}],
-        [("input_ids", 0, "longest", None, None, False, [], None)],
+        [_native.PadGroup("input_ids", pad_value=0)],
         float32=True,
     )
     assert out["input_ids"].shape == (2, 0) and out["input_ids"].strides == (0, 0)
@@ -100,7 +100,7 @@ def _tensor_properties(tensor: torch.Tensor) -> dict:
     }
 
 
-GROUP = ("input_ids", 0, "longest", None, None, False, [], "attention_mask")
+GROUP = _native.PadGroup("input_ids", pad_value=0, attention_mask="attention_mask")
 
 
 @pytest.mark.parametrize(
@@ -143,7 +143,7 @@ def test_torch_outputs_free_their_buffers():
 import resource, torch
 from fastcollate import _native
 rows = [{"input_ids": [7] * 4_000_000}]
-group = ("input_ids", 0, "longest", None, None, False, [], None)
+group = _native.PadGroup("input_ids", pad_value=0)
 _native.collate(rows, [group], float32=True, to_tensor=torch.from_numpy)
 start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 for _ in range(150):

@@ -8,6 +8,7 @@ import numpy as np
 __all__ = [
     "ArrowColumn",
     "CollatePlan",
+    "PadGroup",
     "__version__",
     "build_profile",
     "collate",
@@ -34,20 +35,45 @@ __all__ = [
 __version__: str
 build_profile: str  # "release" or "debug"
 
-_PadGroup: TypeAlias = tuple[
-    str,  # lead key: its lengths set the target
-    int,  # lead pad value
-    str,  # "longest" | "max_length" | "do_not_pad"
-    int | None,  # max_length
-    int | None,  # pad_to_multiple_of
-    bool,  # pad on the left
-    Sequence[tuple[str, int, bool]],  # (follower key, pad value, same length as lead)
-    str | None,  # attention-mask key, created when absent
-]
+# One pad group, built once where a collator's settings are worked out and read by every call.
+@final
+class PadGroup:
+    def __new__(
+        cls,
+        lead: str,  # its lengths set the target
+        *,
+        pad_value: int,
+        strategy: str = "longest",  # "longest" | "max_length" | "do_not_pad"
+        max_length: int | None = None,  # needed by "max_length"
+        pad_to_multiple_of: int | None = None,
+        left: bool = False,  # pad on the left
+        # (follower key, pad value, whether each row must be exactly as long as the lead's)
+        followers: Sequence[tuple[str, int, bool]] = ...,
+        attention_mask: str | None = None,  # its key; created when absent
+    ) -> PadGroup: ...
+    # The same group with one more follower.
+    def with_follower(self, key: str, pad_value: int, same_length_as_lead: bool) -> PadGroup: ...
+    @property
+    def lead(self) -> str: ...
+    @property
+    def pad_value(self) -> int: ...
+    @property
+    def strategy(self) -> str: ...
+    @property
+    def max_length(self) -> int | None: ...
+    @property
+    def pad_to_multiple_of(self) -> int | None: ...
+    @property
+    def left(self) -> bool: ...
+    @property
+    def followers(self) -> list[tuple[str, int, bool]]: ...
+    @property
+    def attention_mask(self) -> str | None: ...
+    def __getnewargs_ex__(self) -> tuple[tuple[str], dict[str, Any]]: ...
 
 def collate(
     features: Sequence[Mapping[str, Any]] | Mapping[str, Sequence[Any]],
-    groups: Sequence[_PadGroup],
+    groups: Sequence[PadGroup],
     *,
     float32: bool,
     allow_ragged: bool = False,
@@ -72,7 +98,7 @@ def collate(
 class CollatePlan:
     def __new__(
         cls,
-        groups: Sequence[_PadGroup],
+        groups: Sequence[PadGroup],
         *,
         float32: bool,
         keep_arrays: bool = False,
@@ -216,7 +242,7 @@ def collate_arrow(
     columns: Sequence[ArrowColumn],
     index_map: ArrowColumn | None,  # datasets' indices mapping (one integer per row)
     indices: Sequence[int],  # dataset positions; negative ones count from the end
-    groups: Sequence[_PadGroup],
+    groups: Sequence[PadGroup],
     *,
     float32: bool,
     allow_ragged: bool = False,

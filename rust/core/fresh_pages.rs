@@ -3,14 +3,14 @@
 //! A fresh allocation's pages are mapped on first touch. On a virtual machine whose host takes
 //! back the guest's free 2 MiB blocks (free page reporting, as Firecracker and many cloud VMs
 //! do), a transparent huge page is such a block, and its first touch waits for the host to
-//! back it again: measured at about 3 s per GiB, against about 0.5 s per GiB for 4 KiB pages,
-//! which the guest hands out from memory it already holds. mimalloc asks for huge pages on its
+//! back it again, which is much slower than mapping 4 KiB pages the guest hands out from
+//! memory it already holds. mimalloc asks for huge pages on its
 //! arenas (`MADV_HUGEPAGE`), so a large output would take the slow path on its first call.
 //! `prefer_small_pages` asks for 4 KiB pages on the buffer instead; the threads that write it
 //! then map its pages as they go.
 //!
-//! (Mapping the pages ahead with `MADV_POPULATE_WRITE` from each writing thread was measured
-//! too: no faster on the first call, and slower on later ones, where the pages are mapped
+//! (Mapping the pages ahead with `MADV_POPULATE_WRITE` from each writing thread does not help:
+//! it gains nothing on the first call and costs on later ones, where the pages are mapped
 //! already.)
 
 /// Buffers below this many bytes keep the allocator's pages.

@@ -123,7 +123,7 @@ fn sort_longest_first(chunk: &mut [i64], lengths: &[i64], scratch: &mut Scratch)
     let max_length = chunk.iter().map(|&i| length(i)).max().unwrap_or(0);
     if max_length <= u32::MAX as i64 && chunk.len() <= u32::MAX as usize {
         // Pack (inverted length, position) into one u64: an unstable sort of distinct keys is
-        // as stable as a stable sort of lengths, and several times faster.
+        // as stable as a stable sort of lengths, and cheaper.
         scratch.keys.clear();
         scratch.keys.extend(
             chunk.iter().enumerate().map(|(position, &i)| {

@@ -3,17 +3,17 @@
 
 pub mod arrow;
 pub mod batches;
-pub mod bfd;
 pub mod column;
 pub mod error;
 pub mod flatten;
 pub mod frames;
 pub mod fresh_pages;
 pub mod grouping;
-pub mod joined;
 pub mod masking;
+pub mod pack_dataset;
 pub mod packing;
 pub mod pad;
+pub mod preference;
 pub mod rebalance;
 pub mod rng;
 pub mod stream_grouping;

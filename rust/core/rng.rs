@@ -71,7 +71,7 @@ impl Rng for SplitMix64 {
     }
 }
 
-/// xoshiro256++: 256 bits of state, period 2^256 - 1, passes BigCrush; about 1 ns a draw.
+/// xoshiro256++: 256 bits of state, period 2^256 - 1, passes BigCrush; a few instructions a draw.
 pub struct Xoshiro256PlusPlus {
     state: [u64; 4],
 }

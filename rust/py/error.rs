@@ -5,9 +5,9 @@ use pyo3::exceptions::{PyIndexError, PyMemoryError, PyOverflowError, PyTypeError
 use pyo3::PyErr;
 
 use crate::core::arrow::ArrowError;
-use crate::core::bfd::PackDatasetError;
 use crate::core::error::{CollateError, ErrorClass};
 use crate::core::grouping::GroupingError;
+use crate::core::pack_dataset::PackDatasetError;
 use crate::core::packing::PackingError;
 use crate::core::rebalance::RebalanceError;
 

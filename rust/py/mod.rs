@@ -1,67 +1,51 @@
-//! The binding layer: walks Python rows once (attached), hands plain columns to the core with
-//! the interpreter released, and gives the core's buffers to numpy without copying them. Pad
-//! groups of the usual kind skip the columns: `in_place` writes their rows straight into the
-//! core's padded buffers.
+//! The binding layer (`fastcollate._native`): walks Python rows once (attached), hands plain
+//! columns to the core with the interpreter released, and gives the core's buffers to numpy or
+//! torch without copying them. In folders by role: `convert/` reads Python rows in (pad groups
+//! of the usual kind straight into the core's padded buffers, `convert::in_place`), `output/`
+//! hands buffers out, and `bindings/` holds the exported functions, one file per domain, using
+//! both; neither `convert/` nor `output/` uses `bindings/`, and no files use each other around
+//! a cycle (tests/project/test_rust_layout.py). `error.rs` maps the core's errors to exceptions.
 //!
-//! This file only registers the module; each binding lives in the file of its domain.
+//! This file only registers the module.
 
-mod arrow;
-mod collate;
-mod dlpack;
+mod bindings;
+mod convert;
 mod error;
-mod flatten;
-mod frames;
-mod gather;
-mod grouping;
-mod in_place;
-mod ints;
-mod joined;
-mod masking;
-mod output_buffers;
-mod pack_dataset;
-mod pad;
-mod padded_with_labels;
-mod read;
-mod rows;
-mod sampling;
-mod sequences;
-mod stream_grouping;
-mod stream_packing;
-mod tensors;
+mod output;
 
 use pyo3::prelude::*;
 
 #[pymodule(gil_used = false)]
 mod _native {
     #[pymodule_export]
-    use super::arrow::{collate_arrow, ArrowColumnHandle};
+    use super::bindings::arrow::{collate_arrow, ArrowColumnHandle};
     #[pymodule_export]
-    use super::collate::{collate, collate_planned, CollatePlan};
+    use super::bindings::collate::{collate, collate_planned, CollatePlan};
     #[pymodule_export]
-    use super::flatten::flatten_batch;
+    use super::bindings::flatten::flatten_batch;
     #[pymodule_export]
-    use super::frames::pad_frames;
+    use super::bindings::frames::pad_frames;
     #[pymodule_export]
-    use super::grouping::group_by_length;
+    use super::bindings::grouping::group_by_length;
     #[pymodule_export]
-    use super::joined::pad_prompt_completion;
+    use super::bindings::masking::{compare_exchange, mask_tokens};
     #[pymodule_export]
-    use super::masking::{compare_exchange, mask_tokens};
-    #[pymodule_export]
-    use super::pack_dataset::{
+    use super::bindings::pack_dataset::{
         pack_dataset_bfd, pack_dataset_fullest, pack_dataset_gather, pack_dataset_gather_chunks,
         pack_dataset_wrapped,
     };
     #[pymodule_export]
-    use super::padded_with_labels::pad_with_labels;
+    use super::bindings::pad_with_labels::pad_with_labels;
     #[pymodule_export]
-    use super::sampling::{pack_epoch, rebalance_epoch};
+    use super::bindings::preference::pad_prompt_completion;
     #[pymodule_export]
-    use super::sequences::pad_sequences;
+    use super::bindings::sampling::{pack_epoch, rebalance_epoch};
     #[pymodule_export]
-    use super::stream_grouping::group_stream_buffer;
+    use super::bindings::streams::{group_stream_buffer, pack_stream_buffer};
     #[pymodule_export]
-    use super::stream_packing::pack_stream_buffer;
+    use super::bindings::trl_pad::pad_sequences;
+    #[pymodule_export]
+    use super::convert::pad_plan::PadGroupSpec;
 
     #[pymodule_init]
     fn init(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {

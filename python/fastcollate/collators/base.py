@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .. import _native
 from .._internal.main_input import MainValues, main_input_kind
 from .._internal.rows import first_row
 from .._internal.stacked_masks import put_back, set_aside_masks
@@ -98,8 +99,8 @@ def padded_with_labels(
     pad_to_multiple_of: int | None,
     return_tensors: str,
     *,
-    label_follower: tuple | None = None,
-    label_group: tuple | None = None,
+    label_follower: tuple[str, int, bool] | None = None,
+    label_group: _native.PadGroup | None = None,
     dtypes: dict | None = None,
     keys: list | None = None,
 ) -> dict:
@@ -107,7 +108,8 @@ def padded_with_labels(
     as an independent follower) and, for seq2seq, a separate labels group."""
     group = padding_group(settings, padding, max_length, pad_to_multiple_of, None)
     if label_follower is not None:
-        group = (*group[:6], (*group[6], label_follower), group[7])
+        key, pad_value, same_length_as_lead = label_follower
+        group = group.with_follower(key, pad_value, same_length_as_lead)
     groups = [group] if label_group is None else [group, label_group]
     # Masks of two or more dimensions per row are stacked as they are, not padded (as
     # tokenizer.pad does).

@@ -157,9 +157,9 @@ def _flatten_arrow(
             pa.types.is_integer(value_type) or pa.types.is_boolean(value_type)
         ):
             return None
-    groups = [("input_ids", 0, "longest", None, None, False, [], _IDS_MASK)]
+    groups = [_native.PadGroup("input_ids", pad_value=0, attention_mask=_IDS_MASK)]
     if labels:
-        groups.append(("labels", 0, "longest", None, None, False, [], _LABELS_MASK))
+        groups.append(_native.PadGroup("labels", pad_value=0, attention_mask=_LABELS_MASK))
     try:
         native = batch.collate(
             groups, float32=False, dtypes=dict.fromkeys(keys, "int64"), keys=keys

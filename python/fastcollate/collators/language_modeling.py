@@ -73,15 +73,12 @@ def _collate_sequences(examples: list, tokenizer: Any, pad_to_multiple_of, retur
     if needs_padding and tokenizer.pad_token is None:
         raise _no_pad_token_error(tokenizer)
     pad_id = tokenizer.pad_token_id if needs_padding else 0
-    group: tuple[Any, ...] = (
+    group = _native.PadGroup(
         "input_ids",
-        pad_id,
-        "longest" if needs_padding else "do_not_pad",
-        None,
-        pad_to_multiple_of,
-        tokenizer.padding_side != "right",
-        [],
-        None,
+        pad_value=pad_id,
+        strategy="longest" if needs_padding else "do_not_pad",
+        pad_to_multiple_of=pad_to_multiple_of,
+        left=tokenizer.padding_side != "right",
     )
     native = _native.collate(
         {"input_ids": examples},

@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .. import _native
 from .tokenizer_state import cached
 
 # transformers' PreTrainedTokenizerBase defaults, used when no tokenizer is given.
@@ -223,7 +224,7 @@ def main_group(
     max_length: int | None,
     pad_to_multiple_of: int | None,
     return_attention_mask: bool | None,
-) -> tuple:
+) -> _native.PadGroup:
     """The pad group `tokenizer._pad` applies: the main input, token_type_ids,
     special_tokens_mask and (when asked for) the attention mask."""
     check_pad_to_multiple_of(pad_to_multiple_of)
@@ -237,20 +238,20 @@ def main_group(
         ("token_type_ids", checked_pad_id("pad_token_type_id", settings.pad_token_type_id), True),
         ("special_tokens_mask", 1, True),
     )
-    return (
+    return _native.PadGroup(
         settings.main_input,
-        checked_pad_id("pad_token_id", settings.pad_token_id or 0),
-        strategy,
-        max_length,
-        pad_to_multiple_of,
-        settings.padding_side == "left",
-        tuple(f for f in followers if f[0] != settings.main_input),
-        "attention_mask" if return_attention_mask else None,
+        pad_value=checked_pad_id("pad_token_id", settings.pad_token_id or 0),
+        strategy=strategy,
+        max_length=max_length,
+        pad_to_multiple_of=pad_to_multiple_of,
+        left=settings.padding_side == "left",
+        followers=[f for f in followers if f[0] != settings.main_input],
+        attention_mask="attention_mask" if return_attention_mask else None,
     )
 
 
 _PLAIN_OPTION_TYPES = frozenset((bool, int, str, type(None)))
-_GROUPS: dict[tuple, tuple] = {}
+_GROUPS: dict[tuple, _native.PadGroup] = {}
 _GROUPS_OF_SETTINGS: dict[tuple, tuple] = {}
 _MAX_GROUPS = 256
 
@@ -261,7 +262,7 @@ def padding_group(
     max_length: int | None,
     pad_to_multiple_of: int | None,
     return_attention_mask: bool | None,
-) -> tuple:
+) -> _native.PadGroup:
     """`resolve_padding` then `main_group`: the pad group for these settings and options,
     remembered. A collator pads every batch with the same ones, and working the group out
     again on every batch is not free. Only options of plain types are
@@ -291,7 +292,7 @@ def _padding_group(
     max_length: int | None,
     pad_to_multiple_of: int | None,
     return_attention_mask: bool | None,
-) -> tuple:
+) -> _native.PadGroup:
     # Every field but model_input_names (a tuple of names), with its type.
     values = (padding, max_length, pad_to_multiple_of, return_attention_mask, *settings[:3],
               *settings[4:])

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .. import _native
 from .._internal.tensors import batch_encoding
 from ..arrow import ArrowBatch
 from .base import (
@@ -24,6 +25,7 @@ from .padding_options import (
     check_tokenizer,
     checked_pad_id,
     clamped_multiple,
+    padding_group,
     padding_strategy,
 )
 
@@ -97,15 +99,17 @@ class DataCollatorForSeq2Seq(TakesArrowBatches):
                 max_padding = (
                     padding_strategy(self.padding) == "max_length" and self.max_length is not None
                 )
-                label_group = (
+                label_pad_value = checked_pad_id("label_pad_token_id", self.label_pad_token_id)
+                # The inputs' options are refused first, as the inputs' group refuses them.
+                padding_group(settings, self.padding, self.max_length, self.pad_to_multiple_of,
+                              None)
+                label_group = _native.PadGroup(
                     label_name,
-                    checked_pad_id("label_pad_token_id", self.label_pad_token_id),
-                    "max_length" if max_padding else "longest",
-                    self.max_length if max_padding else None,
-                    clamped_multiple(self.pad_to_multiple_of),
-                    settings.padding_side == "left",
-                    [],
-                    None,
+                    pad_value=label_pad_value,
+                    strategy="max_length" if max_padding else "longest",
+                    max_length=self.max_length if max_padding else None,
+                    pad_to_multiple_of=clamped_multiple(self.pad_to_multiple_of),
+                    left=settings.padding_side == "left",
                 )
             # Without padding, labels are stacked as they are: ragged rows raise, naming the row.
 

@@ -99,20 +99,17 @@ class DataCollatorForLanguageModeling(TakesArrowBatches, PtOnly, TRLCollator):
         keys = ["input_ids", "labels"] if has_labels else ["input_ids"]
         followers = [("labels", -100, True)] if has_labels else []
         groups = [
-            (
+            _native.PadGroup(
                 "input_ids",
-                pad_token_id,
-                "longest",
-                None,
-                None if padding_free else multiple,
-                False,
-                followers,
-                _TOKENS,
+                pad_value=pad_token_id,
+                pad_to_multiple_of=None if padding_free else multiple,
+                followers=followers,
+                attention_mask=_TOKENS,
             )
         ]
         if packed:
             keys.append("seq_lengths")
-            groups.append(("seq_lengths", 0, "longest", None, None, False, [], _SEQUENCES))
+            groups.append(_native.PadGroup("seq_lengths", pad_value=0, attention_mask=_SEQUENCES))
         native = collate(features, groups, float32=False, keys=keys)
         for key in keys:
             _check_integers(features, key, native[key])

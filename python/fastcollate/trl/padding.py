@@ -152,7 +152,9 @@ def _natively_padded(
     native call refuses the batch (a row it cannot read, such as a meta tensor)."""
     if not tensors[0].is_cpu:
         return None
-    group = (_NATIVE_KEY, padding_value, "longest", None, multiple, left, [], None)
+    group = _native.PadGroup(
+        _NATIVE_KEY, pad_value=padding_value, pad_to_multiple_of=multiple, left=left
+    )
     try:
         native = _native.collate(
             [{_NATIVE_KEY: tensor} for tensor in tensors],
@@ -265,7 +267,14 @@ def padded_columns(
     with its attention mask, in one native call. `where(column, row)` names a sequence."""
     keys = [f"{_IDS}{index}" for index in range(len(columns))]
     groups = [
-        (key, padding_value, "longest", None, multiple, left, [], f"{_MASK}{key}") for key in keys
+        _native.PadGroup(
+            key,
+            pad_value=padding_value,
+            pad_to_multiple_of=multiple,
+            left=left,
+            attention_mask=f"{_MASK}{key}",
+        )
+        for key in keys
     ]
     try:
         # Rows of exact dicts take the native module's in-place path (a mapping of lists does not).

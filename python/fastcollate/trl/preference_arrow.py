@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _native
 from ..arrow import ArrowBatch
 from ..collators.base import has_nulls
 
@@ -37,7 +38,7 @@ def token_columns(
         value_type = getattr(schema.field(key).type, "value_type", None)
         if value_type is None or not pa.types.is_integer(value_type):
             return None
-    groups: list[tuple] = [(key, 0, "longest", None, None, False, [], _MASK + key) for key in keys]
+    groups = [_native.PadGroup(key, pad_value=0, attention_mask=_MASK + key) for key in keys]
     try:
         native = batch.collate(
             groups, float32=False, dtypes=dict.fromkeys(keys, "int64"), keys=[*keys, *scalars]

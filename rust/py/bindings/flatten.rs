@@ -7,13 +7,13 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-use super::gather::{gather, KeepRaw};
-use super::ints;
-use super::rows::BatchKeys;
 use crate::core::column::{Column, Kind, Shape};
 use crate::core::error::CollateError;
 use crate::core::flatten::{flatten as pack, EmptyRows, FlattenOptions};
 use crate::core::pad;
+use crate::py::convert::gather::{gather, KeepRaw};
+use crate::py::convert::ints;
+use crate::py::convert::rows::BatchKeys;
 
 fn one_row<'py, T: numpy::Element>(py: Python<'py>, values: Vec<T>) -> PyResult<Bound<'py, PyAny>> {
     let columns = values.len();

@@ -25,8 +25,8 @@ use pyo3::types::PyTuple;
 
 use crate::core::pad::{DType, Data, Layout, Output, OutputBuffer, PlannedOutput};
 
-use super::dlpack::{self, NotABuffer};
-use super::tensors::torch_tensor_type;
+use crate::py::convert::dlpack::{self, NotABuffer};
+use crate::py::convert::torch::torch_tensor_type;
 
 /// A buffer taken for one output.
 struct Given<'py> {

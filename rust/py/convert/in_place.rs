@@ -18,11 +18,13 @@ use pyo3::types::{PyDict, PyInt, PyList, PyString, PyTuple};
 
 use crate::core::pad::{self, Data, Layout, Output, PadGroup, Plan, Slots, Strategy};
 
+use super::array_values::{self, IntElement, IntValuesVisitor};
 use super::dlpack;
 use super::ints;
-use super::output_buffers::OutputBuffers;
-use super::read::{self, IntElement, IntValuesVisitor};
-use super::tensors::{self, ConcatenatedRows, TensorInts};
+use super::tensor_concat::{concatenate_tensors, ConcatenatedRows};
+use super::tensor_ints::{self, TensorInts};
+use super::torch;
+use crate::py::output::output_buffers::OutputBuffers;
 
 /// One key's values across the batch, as they will be read.
 enum KeyRows<'py> {
@@ -67,17 +69,17 @@ fn key_values<'py>(
 
 /// The group members' values as they will be read: when every member holds 1-d integer
 /// tensors, each read in place (where torch has the DLPack exchange table, or they are a few:
-/// `tensors::READ_IN_PLACE_UP_TO`);
+/// `tensor_ints::READ_IN_PLACE_UP_TO`);
 /// else all of them through one `torch.cat` (one call into torch instead of one per key),
 /// else each member's through its own; other values as they are. None when some member's
 /// tensors cannot be concatenated.
 fn members_rows<'py>(members: Vec<Vec<Bound<'py, PyAny>>>) -> Option<Vec<KeyRows<'py>>> {
     let holds_tensors =
-        |values: &Vec<Bound<'py, PyAny>>| values.first().is_some_and(tensors::is_torch_tensor);
+        |values: &Vec<Bound<'py, PyAny>>| values.first().is_some_and(torch::is_torch_tensor);
     let all_tensors = members.iter().all(holds_tensors);
     let count: usize = members.iter().map(Vec::len).sum();
     let in_place = |value: &Bound<'py, PyAny>| {
-        count <= tensors::READ_IN_PLACE_UP_TO || dlpack::describes_tensors(value.py())
+        count <= tensor_ints::READ_IN_PLACE_UP_TO || dlpack::describes_tensors(value.py())
     };
     if all_tensors
         && members
@@ -90,14 +92,14 @@ fn members_rows<'py>(members: Vec<Vec<Bound<'py, PyAny>>>) -> Option<Vec<KeyRows
         // between its view and its read (the members hold the tensors meanwhile).
         let readable = members
             .iter()
-            .all(|values| values.iter().all(tensors::readable_in_place));
+            .all(|values| values.iter().all(tensor_ints::readable_in_place));
         let read: Option<Vec<KeyRows<'py>>> = readable.then_some(()).and_then(|()| {
             members
                 .iter()
                 .map(|values| {
                     values
                         .iter()
-                        .map(|tensor| tensors::int_values(tensor, 1))
+                        .map(|tensor| tensor_ints::int_values(tensor, 1))
                         .collect::<Option<Vec<_>>>()
                         .map(KeyRows::Tensors)
                 })
@@ -109,7 +111,7 @@ fn members_rows<'py>(members: Vec<Vec<Bound<'py, PyAny>>>) -> Option<Vec<KeyRows
     }
     if members.len() > 1 && all_tensors {
         let keys: Vec<&[Bound<'py, PyAny>]> = members.iter().map(Vec::as_slice).collect();
-        if let Some(concatenated) = tensors::concatenate_tensors(&keys) {
+        if let Some(concatenated) = concatenate_tensors(&keys) {
             return Some(
                 concatenated
                     .into_iter()
@@ -122,7 +124,7 @@ fn members_rows<'py>(members: Vec<Vec<Bound<'py, PyAny>>>) -> Option<Vec<KeyRows
         .into_iter()
         .map(|values| {
             if holds_tensors(&values) {
-                tensors::concatenate_tensors(&[&values])
+                concatenate_tensors(&[&values])
                     .and_then(|mut keys| keys.pop())
                     .map(KeyRows::Concatenated)
             } else {
@@ -151,7 +153,7 @@ fn append_value(value: &Bound<'_, PyAny>, out: &mut Slots<'_, i64>, length: usiz
     let Ok(array) = value.cast::<PyUntypedArray>() else {
         return false;
     };
-    read::with_int_values(array, AppendFirst { length, out }).unwrap_or(false)
+    array_values::with_int_values(array, AppendFirst { length, out }).unwrap_or(false)
 }
 
 /// Appends the first `length` values to `out` (written once: no zero fill first).
@@ -163,7 +165,7 @@ struct AppendFirst<'a, 'b> {
 impl IntValuesVisitor for AppendFirst<'_, '_> {
     type Output = bool;
     fn visit<T: IntElement>(self, values: &[T]) -> bool {
-        read::append_ints(values, 0, self.length, self.out)
+        array_values::append_ints(values, 0, self.length, self.out)
     }
 }
 
@@ -193,7 +195,7 @@ impl IntValuesVisitor for FillFromConcatenated<'_> {
             self.into,
             |row, out| {
                 let length = self.lengths[row];
-                let written = read::append_ints(values, start, length, out);
+                let written = array_values::append_ints(values, start, length, out);
                 start = start.saturating_add(length);
                 written
             },
@@ -245,7 +247,7 @@ fn fill_member(
                 })
             })
         }),
-        KeyRows::Concatenated(concatenated) => read::with_int_values(
+        KeyRows::Concatenated(concatenated) => array_values::with_int_values(
             &concatenated.array,
             FillFromConcatenated {
                 into,
@@ -440,7 +442,7 @@ pub fn int_scalars(
     let tensor_type = if first.is_exact_instance_of::<PyInt>() {
         None
     } else {
-        let tensor_type = tensors::torch_tensor_type(py).filter(|_| !keep_arrays)?;
+        let tensor_type = torch::torch_tensor_type(py).filter(|_| !keep_arrays)?;
         if !first.get_type().is(tensor_type) {
             return None;
         }
@@ -462,8 +464,8 @@ pub fn int_scalars(
                 }
                 // Read in place where it can be (an integer CPU tensor), else its `tolist()`.
                 // (Its view is read at once, before the next row's Python-level answer.)
-                if tensors::readable_in_place(&value) {
-                    if let Some(ints) = tensors::int_values(&value, 0) {
+                if tensor_ints::readable_in_place(&value) {
+                    if let Some(ints) = tensor_ints::int_values(&value, 0) {
                         values.push(ints.visit(OnlyValue)?);
                         continue;
                     }

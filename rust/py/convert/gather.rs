@@ -10,7 +10,7 @@ use crate::core::error::CollateError;
 
 use super::read::{self, ReadError, Site};
 use super::rows::{key_string, row_value, BatchKeys};
-use super::tensors;
+use super::torch;
 
 /// One key's values across the batch: numbers in `column`, unless some value was not numeric,
 /// in which case the raw Python objects are handed back as a list (`raw` is kept only for keys
@@ -111,7 +111,7 @@ fn reserve_like_first_row(column: &mut Column, first_value: &Bound<'_, PyAny>, r
 /// `torch.cat` (`read::read_tensor_rows`), 0-d ones (labels) one `tolist()` each
 /// (`read::read_tensor_scalars`). `false`: nothing was read; read the values one by one.
 fn add_tensor_values(gathered: &mut Gathered<'_>, values: &[Bound<'_, PyAny>]) -> PyResult<bool> {
-    if !values.first().is_some_and(tensors::is_torch_tensor) {
+    if !values.first().is_some_and(torch::is_torch_tensor) {
         return Ok(false);
     }
     Ok(read::read_tensor_rows(&mut gathered.column, values)?
@@ -125,8 +125,8 @@ pub fn gather<'py>(
     only_keys: Option<BatchKeys<'py>>,
     keep: KeepRaw<'_>,
 ) -> PyResult<(BatchKeys<'py>, Vec<Gathered<'py>>)> {
-    // No torch function mode runs while the rows are read (see `tensors::modes_off`).
-    let _modes_off = tensors::modes_off(features.py())?;
+    // No torch function mode runs while the rows are read (see `torch::modes_off`).
+    let _modes_off = torch::modes_off(features.py())?;
     let new_gathered = |key: &str, rows: usize| {
         let padded = padded_keys.contains(&key);
         let typed = keep.typed_keys.contains(&key);
@@ -214,7 +214,7 @@ pub fn gather<'py>(
             .cast_exact::<PyDict>()
             .ok()
             .and_then(|dict| dict.get_item(key).ok().flatten())
-            .is_some_and(|value| tensors::is_torch_tensor(&value));
+            .is_some_and(|value| torch::is_torch_tensor(&value));
         if first_is_tensor && !gathered.keep_arrays {
             let values: Option<Vec<Bound<'py, PyAny>>> = rows
                 .iter()

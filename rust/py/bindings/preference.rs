@@ -1,6 +1,6 @@
 //! Binding for the preference collators' prompt + completion padding: reads the prompt and
 //! completion columns of the rows once, joins, cuts and pads them with the interpreter released
-//! (`core::joined`), and hands the matrices to numpy without copying.
+//! (`core::preference`), and hands the matrices to numpy without copying.
 
 use numpy::ndarray::Array2;
 use numpy::{IntoPyArray, PyArray1};
@@ -8,15 +8,15 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString, PyTuple};
 
-use super::gather::{gather, KeepRaw};
-use super::ints;
-use super::rows::BatchKeys;
 use crate::core::column::{Column, Kind, Shape};
 use crate::core::error::CollateError;
-use crate::core::joined::{
+use crate::core::preference::{
     kept, pad_joined, pad_joined_with, write_copy, JoinOptions, JoinedBatch, Lengths, Part,
     Sequences,
 };
+use crate::py::convert::gather::{gather, KeepRaw};
+use crate::py::convert::ints;
+use crate::py::convert::rows::BatchKeys;
 
 fn matrix<'py>(
     py: Python<'py>,

@@ -1,31 +1,15 @@
 //! Binding for the batch samplers' core (`rebalance`, `packing`): borrows the numpy lengths,
 //! computes an epoch with the interpreter released, and hands back (indices, offsets) arrays.
 
-use std::borrow::Cow;
-
-use numpy::{PyArray1, PyReadonlyArray1};
+use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
 
-use crate::core::batches::Batches;
 use crate::core::packing::{self, Packing};
 use crate::core::rebalance::Rebalance;
+use crate::py::convert::array_values::borrowed_or_copied;
+use crate::py::output::numpy_arrays::{batch_arrays, I64Array};
 
-type BatchArrays<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>);
-
-fn borrowed<'a>(array: &'a PyReadonlyArray1<'_, i64>) -> Cow<'a, [i64]> {
-    // Contiguous arrays (the usual case) are borrowed; strided views are copied once.
-    match array.as_slice() {
-        Ok(slice) => Cow::Borrowed(slice),
-        Err(_) => Cow::Owned(array.as_array().to_vec()),
-    }
-}
-
-fn to_arrays(py: Python<'_>, batches: Batches) -> BatchArrays<'_> {
-    (
-        PyArray1::from_vec(py, batches.indices),
-        PyArray1::from_vec(py, batches.offsets),
-    )
-}
+type BatchArrays<'py> = (I64Array<'py>, I64Array<'py>);
 
 /// transformers' `BatchRebalanceSampler` epoch for the epoch order `order` (its
 /// `torch.randperm`): `rank`'s micro-batches, or every rank's (rank-major per global batch)
@@ -49,9 +33,9 @@ pub fn rebalance_epoch<'py>(
         grad_accum,
         drop_last,
     };
-    let (lengths, order) = (borrowed(&lengths), borrowed(&order));
+    let (lengths, order) = (borrowed_or_copied(&lengths), borrowed_or_copied(&order));
     let batches = py.detach(|| plan.epoch(&lengths, &order, rank))?;
-    Ok(to_arrays(py, batches))
+    Ok(batch_arrays(py, batches))
 }
 
 /// One epoch of token-budget batches (see `core::packing`), `rank`'s share of them.
@@ -79,10 +63,10 @@ pub fn pack_epoch<'py>(
         epoch,
         truncate,
     };
-    let lengths = borrowed(&lengths);
+    let lengths = borrowed_or_copied(&lengths);
     let batches = py.detach(|| {
         let all = plan.epoch(&lengths)?;
         packing::shard(&all, num_replicas, rank, drop_last)
     })?;
-    Ok(to_arrays(py, batches))
+    Ok(batch_arrays(py, batches))
 }

@@ -14,8 +14,9 @@ use crate::core::arrow::{self, ArrowColumn, ArrowError, Bitmap, Chunk, Offsets, 
 use crate::core::error::CollateError;
 use crate::core::pad;
 
-use super::output_buffers::OutputBuffers;
-use super::pad::{build_plan, output_to_py, GroupArgs};
+use crate::py::convert::pad_plan::{build_plan, PadGroupSpec};
+use crate::py::output::numpy_arrays::output_to_py;
+use crate::py::output::output_buffers::OutputBuffers;
 
 /// One chunk as Python describes it: (rows, offsets or None, values type, values, values length,
 /// bit offset of boolean values, (validity bitmap, bit offset) or None, the same for the values).
@@ -196,7 +197,7 @@ pub fn collate_arrow<'py>(
     columns: Vec<Bound<'py, ArrowColumnHandle>>,
     index_map: Option<Bound<'py, ArrowColumnHandle>>,
     indices: Vec<i64>,
-    groups: Vec<GroupArgs>,
+    groups: Vec<Bound<'py, PadGroupSpec>>,
     float32: bool,
     allow_ragged: bool,
     dtypes: Option<HashMap<String, String>>,

@@ -7,9 +7,9 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-use super::pad::owned_array;
 use crate::core::frames::{self, FloatRow, FrameOptions};
 use crate::core::pad::Strategy;
+use crate::py::output::numpy_arrays::owned_array;
 
 /// The numpy arrays of `rows`, each of `ndim` dimensions, as borrowed arrays of one of two
 /// float dtypes; an error naming `key` and the row for anything else.

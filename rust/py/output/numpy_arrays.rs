@@ -1,91 +1,19 @@
-//! The pad plan and outputs across the boundary: a `core::pad::Plan` from the arguments
-//! `collate` and `collate_arrow` take, and the core's outputs handed to numpy without a copy.
-
-use std::collections::HashMap;
+//! The core's outputs handed to numpy without a copy: each output's Vec becomes the buffer of
+//! a numpy array whose base is a capsule that frees it (`owned_array`); ragged outputs become
+//! lists of lists; the samplers' index batches become (indices, offsets) arrays.
 
 use std::ffi::{c_int, c_void, CStr};
 use std::ptr;
 
 use numpy::npyffi::{self, npy_intp, PY_ARRAY_API};
-use numpy::{Element, PyArrayDescrMethods};
+use numpy::{Element, PyArray1, PyArrayDescrMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-use crate::core::error::CollateError;
-use crate::core::pad::{self, DType, Data, Follower, Layout, Output, PadGroup, Plan, Strategy};
-
-/// A pad group as Python passes it: (lead, lead_pad_value, strategy, max_length,
-/// pad_to_multiple_of, left, [(follower, pad_value, same_length_as_lead)], attention_mask_key).
-pub type GroupArgs = (
-    String,
-    i64,
-    String,
-    Option<usize>,
-    Option<usize>,
-    bool,
-    Vec<(String, i64, bool)>,
-    Option<String>,
-);
-
-fn parse_group(args: GroupArgs) -> Result<PadGroup, CollateError> {
-    let (lead, lead_pad_value, strategy, max_length, pad_to_multiple_of, left, followers, mask) =
-        args;
-    pad::round_up(0, pad_to_multiple_of)?;
-    Ok(PadGroup {
-        lead,
-        lead_pad_value,
-        strategy: Strategy::parse(&strategy, max_length)?,
-        pad_to_multiple_of,
-        left,
-        followers: followers
-            .into_iter()
-            .map(|(key, pad_value, same_length_as_lead)| Follower {
-                key,
-                pad_value,
-                same_length_as_lead,
-            })
-            .collect(),
-        attention_mask: mask,
-    })
-}
-
-fn parse_dtype(name: &str) -> Result<DType, CollateError> {
-    match name {
-        "bool" => Ok(DType::Bool),
-        "int64" => Ok(DType::I64),
-        "float32" => Ok(DType::F32),
-        "float64" => Ok(DType::F64),
-        other => Err(CollateError::InvalidOption(format!(
-            "unsupported output dtype '{other}'"
-        ))),
-    }
-}
-
-/// The core's plan from the arguments both `collate` and `collate_arrow` take.
-pub fn build_plan(
-    groups: Vec<GroupArgs>,
-    float32: bool,
-    allow_ragged: bool,
-    dtypes: Option<HashMap<String, String>>,
-) -> PyResult<Plan> {
-    let groups = groups
-        .into_iter()
-        .map(parse_group)
-        .collect::<Result<Vec<_>, _>>()?;
-    let dtypes = dtypes
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(k, v)| parse_dtype(&v).map(|d| (k, d)))
-        .collect::<Result<HashMap<_, _>, _>>()?;
-    Ok(Plan {
-        groups,
-        float_dtype: if float32 { DType::F32 } else { DType::F64 },
-        allow_ragged,
-        dtypes,
-    })
-}
+use crate::core::batches::Batches;
+use crate::core::pad::{Data, Layout, Output};
 
 fn ragged_list<'py, T>(
     py: Python<'py>,
@@ -235,4 +163,15 @@ pub fn output_to_py<'py>(py: Python<'py>, output: Output) -> PyResult<Bound<'py,
             output.key
         ))),
     }
+}
+
+/// An int64 numpy array owning a Rust Vec's buffer (`PyArray1::from_vec`).
+pub type I64Array<'py> = Bound<'py, PyArray1<i64>>;
+
+/// Index batches (`core::batches`) as the samplers hand them to Python: (indices, offsets).
+pub fn batch_arrays(py: Python<'_>, batches: Batches) -> (I64Array<'_>, I64Array<'_>) {
+    (
+        PyArray1::from_vec(py, batches.indices),
+        PyArray1::from_vec(py, batches.offsets),
+    )
 }

@@ -7,8 +7,8 @@ use numpy::IntoPyArray;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
-use super::ints;
 use crate::core::pad;
+use crate::py::convert::ints;
 
 /// `(input_ids, attention_mask)`: `sequences` (exact lists or tuples of exact ints) padded
 /// with `pad_id` to the longest, rounded up to `multiple`, on the left when `left`, as int64

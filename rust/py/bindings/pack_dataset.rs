@@ -1,14 +1,15 @@
-//! Binding for `pack_dataset`'s core (`core::bfd`): borrows the numpy row lengths and batch
-//! boundaries, plans with the interpreter released, and hands back numpy arrays.
+//! Binding for `pack_dataset`'s core (`core::pack_dataset`): borrows the numpy row lengths and
+//! batch boundaries, plans with the interpreter released, and hands back numpy arrays.
 
 use std::borrow::Cow;
 
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 
-use crate::core::bfd::{self, Overflow, PackedRows};
+use crate::core::pack_dataset::{self, Overflow, PackedRows};
+use crate::py::convert::array_values::borrowed_or_copied;
+use crate::py::output::numpy_arrays::I64Array;
 
-type I64Array<'py> = Bound<'py, PyArray1<i64>>;
 type PackedArrays<'py> = (I64Array<'py>, I64Array<'py>, I64Array<'py>, I64Array<'py>);
 
 /// `split=True`: a row longer than `seq_length` is cut into pieces, else truncated.
@@ -31,13 +32,6 @@ fn packed_arrays(py: Python<'_>, plan: PackedRows) -> PackedArrays<'_> {
     )
 }
 
-fn borrowed<'a, T: numpy::Element + Copy>(array: &'a PyReadonlyArray1<'_, T>) -> Cow<'a, [T]> {
-    match array.as_slice() {
-        Ok(slice) => Cow::Borrowed(slice),
-        Err(_) => Cow::Owned(array.as_array().to_vec()),
-    }
-}
-
 /// TRL's best-fit decreasing over each batch `bounds[b]..bounds[b + 1]` of rows: (piece starts
 /// in the flattened values, piece lengths, pieces per packed row as offsets, values per packed
 /// row as offsets).
@@ -51,13 +45,14 @@ pub fn pack_dataset_bfd<'py>(
     split: bool,
 ) -> PyResult<PackedArrays<'py>> {
     let overflow = overflow(split);
-    let (lengths, bounds) = (borrowed(&lengths), borrowed(&bounds));
-    let plan = py.detach(|| bfd::best_fit_decreasing(&lengths, &bounds, seq_length, overflow))?;
+    let (lengths, bounds) = (borrowed_or_copied(&lengths), borrowed_or_copied(&bounds));
+    let plan =
+        py.detach(|| pack_dataset::best_fit_decreasing(&lengths, &bounds, seq_length, overflow))?;
     Ok(packed_arrays(py, plan))
 }
 
-/// `whole_dataset=True`: all rows packed fullest-first (`bfd::fullest_first`); the same four
-/// arrays as `pack_dataset_bfd`.
+/// `whole_dataset=True`: all rows packed fullest-first (`pack_dataset::fullest_first`); the
+/// same four arrays as `pack_dataset_bfd`.
 #[pyfunction]
 #[pyo3(signature = (lengths, seq_length, *, split))]
 pub fn pack_dataset_fullest<'py>(
@@ -67,8 +62,8 @@ pub fn pack_dataset_fullest<'py>(
     split: bool,
 ) -> PyResult<PackedArrays<'py>> {
     let overflow = overflow(split);
-    let lengths = borrowed(&lengths);
-    let plan = py.detach(|| bfd::fullest_first(&lengths, seq_length, overflow))?;
+    let lengths = borrowed_or_copied(&lengths);
+    let plan = py.detach(|| pack_dataset::fullest_first(&lengths, seq_length, overflow))?;
     Ok(packed_arrays(py, plan))
 }
 
@@ -80,8 +75,8 @@ pub fn pack_dataset_wrapped<'py>(
     bounds: PyReadonlyArray1<'py, i64>,
     seq_length: i64,
 ) -> PyResult<I64Array<'py>> {
-    let (lengths, bounds) = (borrowed(&lengths), borrowed(&bounds));
-    let offsets = py.detach(|| bfd::wrapped(&lengths, &bounds, seq_length))?;
+    let (lengths, bounds) = (borrowed_or_copied(&lengths), borrowed_or_copied(&bounds));
+    let offsets = py.detach(|| pack_dataset::wrapped(&lengths, &bounds, seq_length))?;
     Ok(PyArray1::from_vec(py, offsets))
 }
 
@@ -96,15 +91,15 @@ pub fn pack_dataset_gather<'py>(
     values: Option<PyReadonlyArray1<'py, u8>>,
     width: usize,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let (starts, lengths) = (borrowed(&starts), borrowed(&lengths));
+    let (starts, lengths) = (borrowed_or_copied(&starts), borrowed_or_copied(&lengths));
     match values {
         None => {
-            let indices = py.detach(|| bfd::take_indices(&starts, &lengths));
+            let indices = py.detach(|| pack_dataset::take_indices(&starts, &lengths));
             Ok(PyArray1::from_vec(py, indices).into_any())
         }
         Some(values) => {
-            let values = borrowed(&values);
-            let out = py.detach(|| bfd::gather(&values, width, &starts, &lengths))?;
+            let values = borrowed_or_copied(&values);
+            let out = py.detach(|| pack_dataset::gather(&values, width, &starts, &lengths))?;
             Ok(PyArray1::from_vec(py, out).into_any())
         }
     }
@@ -120,9 +115,9 @@ pub fn pack_dataset_gather_chunks<'py>(
     chunks: Vec<PyReadonlyArray1<'py, u8>>,
     width: usize,
 ) -> PyResult<Bound<'py, PyArray1<u8>>> {
-    let (starts, lengths) = (borrowed(&starts), borrowed(&lengths));
-    let chunks: Vec<Cow<'_, [u8]>> = chunks.iter().map(borrowed).collect();
+    let (starts, lengths) = (borrowed_or_copied(&starts), borrowed_or_copied(&lengths));
+    let chunks: Vec<Cow<'_, [u8]>> = chunks.iter().map(borrowed_or_copied).collect();
     let slices: Vec<&[u8]> = chunks.iter().map(|chunk| chunk.as_ref()).collect();
-    let out = py.detach(|| bfd::gather_chunks(&slices, width, &starts, &lengths))?;
+    let out = py.detach(|| pack_dataset::gather_chunks(&slices, width, &starts, &lengths))?;
     Ok(PyArray1::from_vec(py, out))
 }

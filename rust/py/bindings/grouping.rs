@@ -1,12 +1,11 @@
 //! Binding for the length-grouping core: borrows the numpy buffers, groups with the
 //! interpreter released, and hands the result to numpy without copying it.
 
-use std::borrow::Cow;
-
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 
 use crate::core::grouping;
+use crate::py::convert::array_values::borrowed_or_copied;
 
 /// `lengths` and `permutation` are int64 arrays of the same size; returns the grouped indices
 /// as an int64 array (transformers' `get_length_grouped_indices` after its `torch.randperm`).
@@ -19,15 +18,10 @@ pub fn group_by_length<'py>(
     batch_size: i64,
     mega_batch_mult: Option<i64>,
 ) -> PyResult<Bound<'py, PyArray1<i64>>> {
-    // Contiguous arrays (the usual case) are borrowed; strided views are copied once.
-    let lengths: Cow<[i64]> = match lengths.as_slice() {
-        Ok(slice) => Cow::Borrowed(slice),
-        Err(_) => Cow::Owned(lengths.as_array().to_vec()),
-    };
-    let permutation: Cow<[i64]> = match permutation.as_slice() {
-        Ok(slice) => Cow::Borrowed(slice),
-        Err(_) => Cow::Owned(permutation.as_array().to_vec()),
-    };
+    let (lengths, permutation) = (
+        borrowed_or_copied(&lengths),
+        borrowed_or_copied(&permutation),
+    );
     let indices = py.detach(|| {
         grouping::group_by_length(&lengths, &permutation, batch_size, mega_batch_mult)
     })?;

@@ -10,8 +10,8 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::core::pad::{self, Data, Layout, Output, Strategy};
 
-use super::dlpack;
-use super::ints;
+use crate::py::convert::ints;
+use crate::py::output::torch_tensors;
 
 /// A list or tuple value's length and whether it is a list; None for any other value.
 fn sequence(value: &Bound<'_, PyAny>) -> Option<(usize, bool)> {
@@ -145,7 +145,7 @@ pub fn pad_with_labels<'py>(
     }
     keys.push(intern!(py, "attention_mask"));
     let batch = PyDict::new(py);
-    let direct = dlpack::is_torch_from_numpy(to_tensor);
+    let direct = torch_tensors::is_torch_from_numpy(to_tensor);
     for (key, values) in keys.into_iter().zip(buffers) {
         let output = Output {
             key: String::new(),
@@ -155,7 +155,10 @@ pub fn pad_with_labels<'py>(
                 columns: width,
             },
         };
-        batch.set_item(key, dlpack::converted(py, output, to_tensor, direct)?)?;
+        batch.set_item(
+            key,
+            torch_tensors::converted(py, output, to_tensor, direct)?,
+        )?;
     }
     Ok(Some(batch))
 }

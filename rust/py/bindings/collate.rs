@@ -13,13 +13,14 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
 use crate::core::error::CollateError;
 use crate::core::pad::{self, Layout, Output, PadGroup, Plan};
 
-use super::dlpack;
-use super::gather::{gather, KeepRaw};
-use super::in_place;
-use super::output_buffers::OutputBuffers;
-use super::pad::{build_plan, output_to_py, GroupArgs};
-use super::rows::BatchKeys;
-use super::tensors;
+use crate::py::convert::gather::{gather, KeepRaw};
+use crate::py::convert::in_place;
+use crate::py::convert::pad_plan::{build_plan, PadGroupSpec};
+use crate::py::convert::rows::BatchKeys;
+use crate::py::convert::torch;
+use crate::py::output::numpy_arrays::output_to_py;
+use crate::py::output::output_buffers::OutputBuffers;
+use crate::py::output::torch_tensors;
 
 /// `collate`'s `keep_arrays` and `keep_numpy_scalars` (see `gather::KeepRaw`).
 #[derive(Clone, Copy)]
@@ -129,7 +130,7 @@ fn pad_groups_in_place<'py>(
 pub fn collate<'py>(
     py: Python<'py>,
     features: &Bound<'py, PyAny>,
-    groups: Vec<GroupArgs>,
+    groups: Vec<Bound<'py, PadGroupSpec>>,
     float32: bool,
     allow_ragged: bool,
     dtypes: Option<HashMap<String, String>>,
@@ -180,7 +181,7 @@ impl CollatePlan {
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        groups: Vec<GroupArgs>,
+        groups: Vec<Bound<'_, PadGroupSpec>>,
         float32: bool,
         keep_arrays: bool,
         keep_numpy_scalars: bool,
@@ -304,8 +305,8 @@ fn collate_with<'py>(
         numpy_scalars: keep.numpy_scalars,
         typed_keys: &typed_keys,
     };
-    // No torch function mode runs while the rows are read (see `tensors::modes_off`).
-    let modes_off = tensors::modes_off(py)?;
+    // No torch function mode runs while the rows are read (see `torch::modes_off`).
+    let modes_off = torch::modes_off(py)?;
     // Groups padded straight from the rows (the usual batch); the rest is gathered into
     // columns and padded by the core.
     let in_place = pad_groups_in_place(features, plan, &padded_keys, &keys, buffers.as_mut())?;
@@ -393,7 +394,7 @@ fn collate_with<'py>(
     }
     let result = PyDict::new(py);
     // `torch.from_numpy` of each output: its tensors made straight from the buffers.
-    let torch_tensors = to_tensor.is_some_and(dlpack::is_torch_from_numpy);
+    let direct = to_tensor.is_some_and(torch_tensors::is_torch_from_numpy);
     let put = |object: &Bound<'py, PyString>, output: Output| -> PyResult<()> {
         let ragged = matches!(output.layout, Layout::Ragged { .. });
         if let Some(tensor) = buffers.as_ref().and_then(|b| b.given_tensor(&output)) {
@@ -402,7 +403,7 @@ fn collate_with<'py>(
         match to_tensor {
             Some(convert) if !ragged => result.set_item(
                 object,
-                dlpack::converted(py, output, convert, torch_tensors)?,
+                torch_tensors::converted(py, output, convert, direct)?,
             ),
             _ => result.set_item(object, output_to_py(py, output)?),
         }

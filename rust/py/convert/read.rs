@@ -6,10 +6,9 @@
 //! once through one `torch.cat`), and scalars. Anything else is "not numeric", which the
 //! caller may keep as a raw Python object.
 //!
-//! This is the hot path of every collator: per value it costs a few nanoseconds, per row well
-//! under a microsecond (`python -m fastcollate bench` measures it).
+//! This is the hot path of every collator (`python -m fastcollate bench` times it).
 
-use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -17,12 +16,11 @@ use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PyTuple, PyType};
 
 use crate::core::column::{Column, Shape};
 use crate::core::error::CollateError;
-use crate::core::pad::Slots;
 
+use super::array_values::with_values;
 use super::ints::{self, OutOfRange};
-use super::tensors::{
-    concatenate_tensors, is_torch_tensor, tensor_as_numpy, torch_tensor_type, ConcatenatedRows,
-};
+use super::tensor_concat::{concatenate_tensors, ConcatenatedRows};
+use super::torch::{is_torch_tensor, tensor_as_numpy, torch_tensor_type};
 
 /// Why a value could not be read. `NotNumeric` values may be kept raw by the caller; the others
 /// are errors in any case.
@@ -274,133 +272,6 @@ impl ColumnElement for f64 {
     }
 }
 
-/// Hands `read` the values of a 1-d array of `T` (copied out first when it is strided).
-/// `None`: not an aligned, native-order array of `T`; the caller goes through `tolist()`.
-fn with_values<T: numpy::Element + Copy, R>(
-    array: &Bound<'_, PyUntypedArray>,
-    read: impl FnOnce(&[T]) -> R,
-) -> Option<R> {
-    let typed = array.cast::<PyArray1<T>>().ok()?;
-    if !typed.is_aligned() {
-        return None;
-    }
-    #[cfg(not(Py_GIL_DISABLED))]
-    // SAFETY: the view lives only while `read` copies the values into a column, attached to the
-    // interpreter (a build with a GIL) and running no Python code, so nothing writes the array
-    // meanwhile. This skips numpy's borrow tracking (a process-wide hash map, a fifth of the
-    // time per numpy row), which guards against `&mut` views held by Rust code; this crate takes
-    // none.
-    unsafe {
-        match typed.as_slice() {
-            Ok(values) => Some(read(values)),
-            Err(_) => {
-                let owned: Vec<T> = typed.as_array().iter().copied().collect();
-                Some(read(&owned))
-            }
-        }
-    }
-    #[cfg(Py_GIL_DISABLED)]
-    {
-        let readonly = typed.try_readonly().ok()?;
-        match readonly.as_slice() {
-            Ok(values) => Some(read(values)),
-            Err(_) => {
-                let owned: Vec<T> = readonly.as_array().iter().copied().collect();
-                Some(read(&owned))
-            }
-        }
-    }
-}
-
-/// A numpy integer element type, read as int64.
-pub trait IntElement: numpy::Element + Copy {
-    /// Whether int64 holds every value of the type (all but uint64).
-    const WIDENS: bool;
-    /// The value as int64, wrapping past `i64::MAX` (only uint64 can be).
-    fn wrapping_i64(self) -> i64;
-    /// The value as int64; `None` past `i64::MAX`.
-    fn to_i64(self) -> Option<i64>;
-}
-
-macro_rules! int_elements_widen {
-    ($($t:ty),*) => {$(
-        impl IntElement for $t {
-            const WIDENS: bool = true;
-            #[inline(always)]
-            fn wrapping_i64(self) -> i64 {
-                i64::from(self)
-            }
-            #[inline(always)]
-            fn to_i64(self) -> Option<i64> {
-                Some(i64::from(self))
-            }
-        }
-    )*};
-}
-int_elements_widen!(i8, i16, i32, i64, u8, u16, u32);
-
-impl IntElement for u64 {
-    const WIDENS: bool = false;
-    #[inline(always)]
-    fn wrapping_i64(self) -> i64 {
-        self as i64
-    }
-    #[inline(always)]
-    fn to_i64(self) -> Option<i64> {
-        i64::try_from(self).ok()
-    }
-}
-
-/// Something done with the values of an integer array, whatever their element type.
-pub trait IntValuesVisitor {
-    type Output;
-    fn visit<T: IntElement>(self, values: &[T]) -> Self::Output;
-}
-
-/// Hands `visitor` the values of a 1-d integer array (see `with_values`). `None`: not an
-/// aligned, native-order array of an integer type (bools and floats included).
-pub fn with_int_values<V: IntValuesVisitor>(
-    array: &Bound<'_, PyUntypedArray>,
-    visitor: V,
-) -> Option<V::Output> {
-    let dtype = array.dtype();
-    match (dtype.kind(), dtype.itemsize()) {
-        (b'i', 1) => with_values::<i8, _>(array, |v| visitor.visit(v)),
-        (b'i', 2) => with_values::<i16, _>(array, |v| visitor.visit(v)),
-        (b'i', 4) => with_values::<i32, _>(array, |v| visitor.visit(v)),
-        (b'i', 8) => with_values::<i64, _>(array, |v| visitor.visit(v)),
-        (b'u', 1) => with_values::<u8, _>(array, |v| visitor.visit(v)),
-        (b'u', 2) => with_values::<u16, _>(array, |v| visitor.visit(v)),
-        (b'u', 4) => with_values::<u32, _>(array, |v| visitor.visit(v)),
-        (b'u', 8) => with_values::<u64, _>(array, |v| visitor.visit(v)),
-        _ => None,
-    }
-}
-
-/// Appends `values[start..start + length]` to `out` as int64; `false` (and nothing appended)
-/// when there are not that many, or one is past the int64 range.
-pub fn append_ints<T: IntElement>(
-    values: &[T],
-    start: usize,
-    length: usize,
-    out: &mut Slots<'_, i64>,
-) -> bool {
-    let Some(src) = int64_range(values, start, length) else {
-        return false;
-    };
-    out.extend(src.iter().map(|&value| value.wrapping_i64()));
-    true
-}
-
-/// `values[start..start + length]` when it exists and every value fits int64.
-fn int64_range<T: IntElement>(values: &[T], start: usize, length: usize) -> Option<&[T]> {
-    let src = values.get(start..)?.get(..length)?;
-    if !T::WIDENS && src.iter().any(|value| value.to_i64().is_none()) {
-        return None;
-    }
-    Some(src)
-}
-
 /// Rows laid end to end in one array: each row's length, and the shape the rows close with
 /// (one value per row for `Shape::Scalar`).
 pub struct RowSplit<'a> {
@@ -488,11 +359,10 @@ fn read_flat_array(
 }
 
 /// Reads one key's values, one 1-d `torch.Tensor` per row, into a fresh column through a single
-/// `torch.cat` (see `tensors::concatenate_tensors`): one call into torch for the batch instead
-/// of one or two per row (and one copy off the device). Reading each tensor's buffer in place
-/// instead was measured slower on the CPU: the five attribute calls a tensor needs for it
-/// (dtype, device, data pointer, shape, stride, and the negation bit) cost more than its share
-/// of one `torch.cat`.
+/// `torch.cat` (see `tensor_concat::concatenate_tensors`): one call into torch for the batch
+/// instead of one or two per row (and one copy off the device). This is the general path's
+/// read of a tensor key; pad groups of the usual kind read each integer tensor in place
+/// instead (`in_place`, through `tensor_ints`).
 /// `Ok(false)`: the batch is not of that shape (other types, mixed float dtypes or devices, a
 /// dtype without a fast path, ...) and nothing was read; the caller reads row by row, which
 /// also reports any error with its row.
@@ -525,9 +395,9 @@ pub fn read_tensor_rows(column: &mut Column, tensors: &[Bound<'_, PyAny>]) -> Py
 /// Reads one key's values, one 0-d `torch.Tensor` per row (the labels `set_format("torch")`
 /// gives), into a fresh column. Each row takes one `tolist()`, which gives a 0-d tensor's
 /// number as `item()` does (int for integer dtypes, float, bool) and anything else as a list,
-/// so it also tells a 0-d tensor from a one-element tensor, which `item()` takes too: for 32
-/// rows that is 6 us against 7.7 for `dim()` and `item()`, and 8.5 for a `torch.stack`. Row 0
-/// is checked with `dim()` first, so a key of large tensors is not turned into lists.
+/// so it also tells a 0-d tensor from a one-element tensor, which `item()` takes too, in one
+/// call where `dim()` and `item()` are two (and a `torch.stack` costs more). Row 0 is checked
+/// with `dim()` first, so a key of large tensors is not turned into lists.
 /// `false`: some value is not an exact 0-d tensor whose number is in range, or the column is
 /// not fresh, and nothing was read (the caller reads row by row and reports it). Closing
 /// scalar rows in a fresh column cannot fail; were it to, the error comes back.

@@ -1,0 +1,87 @@
+//! Bindings for the streaming samplers' cores, one bounded buffer at a time:
+//! `LengthGroupedStream` (`core::stream_grouping`) and `PackedStream` (`core::stream_packing`).
+//! Each borrows the buffer's lengths, plans with the interpreter released, and hands back
+//! (indices, offsets, carried) arrays.
+
+use numpy::{PyArray1, PyReadonlyArray1};
+use pyo3::prelude::*;
+
+use crate::core::batches::Batches;
+use crate::core::packing::PackingError;
+use crate::core::stream_grouping::BufferGrouping;
+use crate::core::stream_packing::BufferPacking;
+use crate::py::convert::array_values::borrowed_or_copied;
+use crate::py::output::numpy_arrays::{batch_arrays, I64Array};
+
+/// A buffer's batches to emit (buffer positions, as indices and offsets) and the positions
+/// carried into the next buffer.
+type BufferArrays<'py> = (I64Array<'py>, I64Array<'py>, I64Array<'py>);
+
+/// Plans one buffer from its lengths (borrowed, or copied once when strided) with the
+/// interpreter released, and hands back its arrays.
+fn plan_buffer<'py>(
+    py: Python<'py>,
+    lengths: PyReadonlyArray1<'py, i64>,
+    plan: impl FnOnce(&[i64]) -> Result<(Batches, Vec<i64>), PackingError> + Send,
+) -> PyResult<BufferArrays<'py>> {
+    let lengths = borrowed_or_copied(&lengths);
+    let (batches, carried) = py.detach(|| plan(&lengths))?;
+    let (indices, offsets) = batch_arrays(py, batches);
+    Ok((indices, offsets, PyArray1::from_vec(py, carried)))
+}
+
+/// One stream buffer sorted by length and cut into batches of `batch_size`: the batches to
+/// emit (buffer positions, as indices and offsets) and the positions carried into the next
+/// buffer.
+#[pyfunction]
+#[pyo3(signature = (lengths, batch_size, *, last, seed, epoch, buffer_number))]
+pub fn group_stream_buffer<'py>(
+    py: Python<'py>,
+    lengths: PyReadonlyArray1<'py, i64>,
+    batch_size: i64,
+    last: bool,
+    seed: u64,
+    epoch: u64,
+    buffer_number: u64,
+) -> PyResult<BufferArrays<'py>> {
+    let plan = BufferGrouping {
+        batch_size,
+        last,
+        seed,
+        epoch,
+        buffer_number,
+    };
+    plan_buffer(py, lengths, |lengths| {
+        plan.group(lengths)
+            .map(|grouped| (grouped.batches, grouped.carried))
+    })
+}
+
+/// One stream buffer packed best-fit decreasing: the batches to emit (buffer positions, as
+/// indices and offsets) and the positions carried into the next buffer.
+#[pyfunction]
+#[pyo3(signature = (lengths, max_tokens, *, truncate, last, seed, epoch, buffer_number))]
+#[allow(clippy::too_many_arguments)]
+pub fn pack_stream_buffer<'py>(
+    py: Python<'py>,
+    lengths: PyReadonlyArray1<'py, i64>,
+    max_tokens: i64,
+    truncate: bool,
+    last: bool,
+    seed: u64,
+    epoch: u64,
+    buffer_number: u64,
+) -> PyResult<BufferArrays<'py>> {
+    let plan = BufferPacking {
+        max_tokens,
+        truncate,
+        last,
+        seed,
+        epoch,
+        buffer_number,
+    };
+    plan_buffer(py, lengths, |lengths| {
+        plan.pack(lengths)
+            .map(|packed| (packed.batches, packed.carried))
+    })
+}

@@ -1,0 +1,150 @@
+//! A numpy array's values as a Rust slice, borrowed where the array is contiguous and copied
+//! once where it is strided: any element type (`with_values`, and `borrowed_or_copied` for the
+//! typed int64/uint8 arrays the sampling and packing bindings take), and integer arrays of any
+//! width read as int64 (`IntElement`, `IntValuesVisitor`, `with_int_values`, `append_ints`).
+
+use std::borrow::Cow;
+
+use numpy::{
+    PyArray1, PyArrayDescrMethods, PyArrayMethods, PyReadonlyArray1, PyUntypedArray,
+    PyUntypedArrayMethods,
+};
+use pyo3::prelude::*;
+
+use crate::core::pad::Slots;
+
+/// A 1-d array's values: borrowed when it is contiguous (the usual case), else copied once.
+pub fn borrowed_or_copied<'a, T: numpy::Element + Copy>(
+    array: &'a PyReadonlyArray1<'_, T>,
+) -> Cow<'a, [T]> {
+    match array.as_slice() {
+        Ok(slice) => Cow::Borrowed(slice),
+        Err(_) => Cow::Owned(array.as_array().to_vec()),
+    }
+}
+
+/// Hands `read` the values of a 1-d array of `T` (copied out first when it is strided).
+/// `None`: not an aligned, native-order array of `T`; the caller goes through `tolist()`.
+pub(crate) fn with_values<T: numpy::Element + Copy, R>(
+    array: &Bound<'_, PyUntypedArray>,
+    read: impl FnOnce(&[T]) -> R,
+) -> Option<R> {
+    let typed = array.cast::<PyArray1<T>>().ok()?;
+    if !typed.is_aligned() {
+        return None;
+    }
+    #[cfg(not(Py_GIL_DISABLED))]
+    // SAFETY: the view lives only while `read` copies the values into a column, attached to the
+    // interpreter (a build with a GIL) and running no Python code, so nothing writes the array
+    // meanwhile. This skips numpy's borrow tracking (a process-wide hash map looked up per
+    // array), which guards against `&mut` views held by Rust code; this crate takes none.
+    unsafe {
+        match typed.as_slice() {
+            Ok(values) => Some(read(values)),
+            Err(_) => {
+                let owned: Vec<T> = typed.as_array().iter().copied().collect();
+                Some(read(&owned))
+            }
+        }
+    }
+    #[cfg(Py_GIL_DISABLED)]
+    {
+        let readonly = typed.try_readonly().ok()?;
+        match readonly.as_slice() {
+            Ok(values) => Some(read(values)),
+            Err(_) => {
+                let owned: Vec<T> = readonly.as_array().iter().copied().collect();
+                Some(read(&owned))
+            }
+        }
+    }
+}
+
+/// A numpy integer element type, read as int64.
+pub trait IntElement: numpy::Element + Copy {
+    /// Whether int64 holds every value of the type (all but uint64).
+    const WIDENS: bool;
+    /// The value as int64, wrapping past `i64::MAX` (only uint64 can be).
+    fn wrapping_i64(self) -> i64;
+    /// The value as int64; `None` past `i64::MAX`.
+    fn to_i64(self) -> Option<i64>;
+}
+
+macro_rules! int_elements_widen {
+    ($($t:ty),*) => {$(
+        impl IntElement for $t {
+            const WIDENS: bool = true;
+            #[inline(always)]
+            fn wrapping_i64(self) -> i64 {
+                i64::from(self)
+            }
+            #[inline(always)]
+            fn to_i64(self) -> Option<i64> {
+                Some(i64::from(self))
+            }
+        }
+    )*};
+}
+int_elements_widen!(i8, i16, i32, i64, u8, u16, u32);
+
+impl IntElement for u64 {
+    const WIDENS: bool = false;
+    #[inline(always)]
+    fn wrapping_i64(self) -> i64 {
+        self as i64
+    }
+    #[inline(always)]
+    fn to_i64(self) -> Option<i64> {
+        i64::try_from(self).ok()
+    }
+}
+
+/// Something done with the values of an integer array, whatever their element type.
+pub trait IntValuesVisitor {
+    type Output;
+    fn visit<T: IntElement>(self, values: &[T]) -> Self::Output;
+}
+
+/// Hands `visitor` the values of a 1-d integer array (see `with_values`). `None`: not an
+/// aligned, native-order array of an integer type (bools and floats included).
+pub fn with_int_values<V: IntValuesVisitor>(
+    array: &Bound<'_, PyUntypedArray>,
+    visitor: V,
+) -> Option<V::Output> {
+    let dtype = array.dtype();
+    match (dtype.kind(), dtype.itemsize()) {
+        (b'i', 1) => with_values::<i8, _>(array, |v| visitor.visit(v)),
+        (b'i', 2) => with_values::<i16, _>(array, |v| visitor.visit(v)),
+        (b'i', 4) => with_values::<i32, _>(array, |v| visitor.visit(v)),
+        (b'i', 8) => with_values::<i64, _>(array, |v| visitor.visit(v)),
+        (b'u', 1) => with_values::<u8, _>(array, |v| visitor.visit(v)),
+        (b'u', 2) => with_values::<u16, _>(array, |v| visitor.visit(v)),
+        (b'u', 4) => with_values::<u32, _>(array, |v| visitor.visit(v)),
+        (b'u', 8) => with_values::<u64, _>(array, |v| visitor.visit(v)),
+        _ => None,
+    }
+}
+
+/// Appends `values[start..start + length]` to `out` as int64; `false` (and nothing appended)
+/// when there are not that many, or one is past the int64 range.
+pub fn append_ints<T: IntElement>(
+    values: &[T],
+    start: usize,
+    length: usize,
+    out: &mut Slots<'_, i64>,
+) -> bool {
+    let Some(src) = int64_range(values, start, length) else {
+        return false;
+    };
+    out.extend(src.iter().map(|&value| value.wrapping_i64()));
+    true
+}
+
+/// `values[start..start + length]` when it exists and every value fits int64.
+fn int64_range<T: IntElement>(values: &[T], start: usize, length: usize) -> Option<&[T]> {
+    let src = values.get(start..)?.get(..length)?;
+    if !T::WIDENS && src.iter().any(|value| value.to_i64().is_none()) {
+        return None;
+    }
+    Some(src)
+}

@@ -1,0 +1,191 @@
+"""The binding layer's architecture (`rust/py`), checked from its `use` paths and inline
+`crate::py::` / `super::` paths: its files form no module cycle, `convert/` (Python rows in)
+and `output/` (buffers out) never reach into `bindings/` (the exported functions), and the
+root holds only `mod.rs` (registration) and `error.rs`."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+BINDING_LAYER = Path(__file__).resolve().parents[2] / "rust" / "py"
+
+# Layers that may not use the named folders.
+FORBIDDEN = {"convert": {"bindings"}, "output": {"bindings"}}
+ROOT_FILES = {"mod.rs", "error.rs"}
+
+_COMMENT = re.compile(r"//.*")
+_USE = re.compile(r"\buse\s+([^;]+);", re.S)
+_PATH = re.compile(r"\b(?:crate::py|super)(?:::\w+)+")
+
+
+def module_of(root: Path, path: Path) -> tuple[str, ...]:
+    """`rust/py/convert/read.rs` -> ("convert", "read"); a folder's `mod.rs` is the folder."""
+    parts = path.relative_to(root).with_suffix("").parts
+    return parts[:-1] if parts[-1] == "mod" else parts
+
+
+def expand(tree: str) -> list[str]:
+    """A `use` tree's paths: `a::{b, c::{d, e}}` -> a::b, a::c::d, a::c::e."""
+    tree = re.sub(r"\s+", "", tree)
+    if "{" not in tree:
+        return [tree.split(" as ")[0]]
+    start = tree.index("{")
+    prefix, inner = tree[:start], tree[start + 1 : tree.rindex("}")]
+    items, depth, current = [], 0, ""
+    for char in inner:
+        if char == "," and depth == 0:
+            items.append(current)
+            current = ""
+            continue
+        depth += {"{": 1, "}": -1}.get(char, 0)
+        current += char
+    items.append(current)
+    return [prefix + path for item in items if item for path in expand(item)]
+
+
+def used_paths(text: str) -> list[str]:
+    code = _COMMENT.sub("", text)
+    paths = [p for tree in _USE.findall(code) for p in expand(tree)]
+    return paths + _PATH.findall(_USE.sub("", code))
+
+
+def resolve(root: Path, module: tuple[str, ...], is_folder: bool, path: str):
+    """The module a `crate::py::...` or `super::...` path names, or None (outside rust/py)."""
+    segments = path.split("::")
+    if segments[:2] == ["crate", "py"]:
+        base, rest = (), segments[2:]
+    elif segments[0] == "super":
+        # The parent of the file's module (a folder's mod.rs is the folder), one more per `super`.
+        base, rest = module[:-1], segments[1:]
+        while rest and rest[0] == "super":
+            base, rest = base[:-1], rest[1:]
+    else:
+        return None
+    found: tuple[str, ...] = ()
+    current = base
+    for segment in rest:
+        candidate = (*current, segment)
+        if (root.joinpath(*candidate).with_suffix(".rs")).is_file() or (
+            root.joinpath(*candidate, "mod.rs")
+        ).is_file():
+            current = found = candidate
+        else:
+            break
+    return found or base
+
+
+def dependency_graph(root: Path) -> dict[tuple[str, ...], set[tuple[str, ...]]]:
+    graph: dict[tuple[str, ...], set[tuple[str, ...]]] = {}
+    for file in sorted(root.rglob("*.rs")):
+        module = module_of(root, file)
+        is_folder = file.name == "mod.rs"
+        edges = graph.setdefault(module, set())
+        for path in used_paths(file.read_text()):
+            target = resolve(root, module, is_folder, path)
+            # A folder's mod.rs declaring or registering its own files is not a dependency.
+            inside = is_folder and target is not None and target[: len(module)] == module
+            if target is not None and target != module and not inside:
+                edges.add(target)
+    return graph
+
+
+def find_cycle(graph: dict[tuple[str, ...], set[tuple[str, ...]]]) -> list[str] | None:
+    state: dict[tuple[str, ...], int] = {}
+    stack: list[tuple[str, ...]] = []
+
+    def visit(node: tuple[str, ...]) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                cycle = stack[stack.index(nxt) :] + [nxt]
+                return ["/".join(m) or "py" for m in cycle]
+            if state.get(nxt) is None and (found := visit(nxt)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if state.get(node) is None and (found := visit(node)):
+            return found
+    return None
+
+
+def forbidden_uses(graph: dict[tuple[str, ...], set[tuple[str, ...]]]) -> list[str]:
+    return [
+        f"{'/'.join(module)} uses {'/'.join(target)}"
+        for module, targets in sorted(graph.items())
+        for target in sorted(targets)
+        if module and target and target[0] in FORBIDDEN.get(module[0], set())
+    ]
+
+
+def test_binding_layer_has_no_module_cycle():
+    graph = dependency_graph(BINDING_LAYER)
+    assert len(graph) > 20, "the binding layer's files were not found"
+    assert find_cycle(graph) is None, f"module cycle: {' -> '.join(find_cycle(graph) or [])}"
+
+
+def test_convert_and_output_never_use_bindings():
+    assert forbidden_uses(dependency_graph(BINDING_LAYER)) == []
+
+
+def test_root_holds_only_registration_and_errors():
+    assert {p.name for p in BINDING_LAYER.glob("*.rs")} == ROOT_FILES
+    assert {p.name for p in BINDING_LAYER.iterdir() if p.is_dir()} == {
+        "bindings",
+        "convert",
+        "output",
+    }
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        # a -> b -> a, through `super::` in one and `crate::py::` in the other
+        {
+            "mod.rs": "mod convert;\n",
+            "convert/mod.rs": "pub mod a;\npub mod b;\n",
+            "convert/a.rs": "use super::b::thing;\n",
+            "convert/b.rs": "use crate::py::convert::{a::{self, other}};\n",
+        },
+        # a -> b -> c -> a, one edge an inline path
+        {
+            "convert/mod.rs": "pub mod a;\npub mod b;\npub mod c;\n",
+            "convert/a.rs": "use super::b;\n",
+            "convert/b.rs": "fn f() { crate::py::convert::c::g() }\n",
+            "convert/c.rs": "use super::{a, b};\n",
+        },
+    ],
+)
+def test_the_check_finds_a_cycle(tmp_path, files):
+    assert find_cycle(dependency_graph(_tree(tmp_path, files))) is not None
+
+
+def test_the_check_finds_convert_using_bindings(tmp_path):
+    root = _tree(
+        tmp_path,
+        {
+            "convert/mod.rs": "pub mod read;\n",
+            "convert/read.rs": "// use crate::py::bindings::x; (a comment does not count)\n"
+            "use crate::py::output::numpy_arrays::f;\n",
+            "output/mod.rs": "pub mod numpy_arrays;\n",
+            "output/numpy_arrays.rs": "use crate::py::bindings::collate::g;\n",
+            "bindings/mod.rs": "pub mod collate;\n",
+            "bindings/collate.rs": "use crate::py::output::numpy_arrays;\n",
+        },
+    )
+    graph = dependency_graph(root)
+    assert forbidden_uses(graph) == ["output/numpy_arrays uses bindings/collate"]
+    assert find_cycle(graph) is not None  # numpy_arrays <-> collate
