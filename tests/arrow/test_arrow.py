@@ -18,14 +18,15 @@ import pytest
 import torch
 import transformers
 from datasets.table import InMemoryTable
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch.utils.data import DataLoader
 
 import fastcollate
-from compare import assert_same_batch, assert_same_value, has_object_array
 from fastcollate import ArrowBatch, ArrowBatches
 from fastcollate.arrow.trainer_datasets import unwrap, wrap_for_trainer
+from tests.support.arrow_datasets import INT_TYPES, sequence_feature, transformed
+from tests.support.compare import assert_same_batch, assert_same_value, has_object_array
 
 datasets.disable_progress_bars()
 
@@ -34,58 +35,8 @@ SETTINGS = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-INT_TYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 FLOAT_TYPES = ("float16", "float32", "float64")
 MASK_KEYS = ("token_type_ids", "attention_mask", "special_tokens_mask")
-TRANSFORMS = ("none", "shuffle", "select", "select_range", "filter", "sort", "flatten")
-
-
-def sequence_feature(value_type: str, list_kind: str, length: int | None = None):
-    value = datasets.Value(value_type)
-    if list_kind == "large_list":
-        return datasets.LargeList(value)
-    if list_kind == "fixed":
-        return datasets.List(value, length=length)
-    return datasets.List(value)
-
-
-@st.composite
-def transformed(draw, data: dict, features: datasets.Features):
-    """`data` as a dataset of 1-3 Arrow chunks (some may be empty), then shuffled / selected /
-    filtered / sorted / flattened, once or twice in a row."""
-    rows = len(next(iter(data.values())))
-    cuts = sorted(draw(st.lists(st.integers(0, rows), max_size=2)))
-    bounds = [0, *cuts, rows]
-    pieces = [
-        datasets.Dataset.from_dict({k: v[a:b] for k, v in data.items()}, features=features)
-        for a, b in zip(bounds, bounds[1:], strict=False)
-    ]
-    dataset = datasets.concatenate_datasets(pieces) if len(pieces) > 1 else pieces[0]
-    for transform in draw(st.lists(st.sampled_from(TRANSFORMS), min_size=1, max_size=2)):
-        dataset = draw(transform_once(dataset, transform))
-    return dataset
-
-
-@st.composite
-def transform_once(draw, dataset, transform):
-    rows = len(dataset)
-    if transform == "shuffle":
-        dataset = dataset.shuffle(seed=draw(st.integers(0, 2**16)))
-    elif transform == "select":
-        picks = draw(st.lists(st.integers(0, rows - 1), min_size=1, max_size=2 * rows))
-        dataset = dataset.select(picks)
-    elif transform == "select_range":
-        start = draw(st.integers(0, rows - 1))
-        dataset = dataset.select(range(start, draw(st.integers(start + 1, rows))))
-    elif transform == "filter":
-        keep = draw(st.lists(st.booleans(), min_size=rows, max_size=rows))
-        assume(any(keep))
-        dataset = dataset.filter(lambda _, i: keep[i], with_indices=True)
-    elif transform == "sort":
-        dataset = dataset.sort("order")
-    elif transform == "flatten":
-        dataset = dataset.shuffle(seed=1).flatten_indices()
-    return dataset
 
 
 @st.composite

@@ -19,15 +19,15 @@ import torch
 import transformers
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from test_arrow import INT_TYPES, sequence_feature, transformed
 from torch.utils.data import DataLoader
 from transformers.utils import PaddingStrategy
 
 import fastcollate
-from compare import assert_same_batch, has_object_array
 from fastcollate import ArrowBatch, ArrowBatches
 from fastcollate.arrow import accepts_arrow_batches
 from fastcollate.arrow.trainer_datasets import wrap_for_trainer
+from tests.support.arrow_datasets import INT_TYPES, sequence_feature, transformed
+from tests.support.compare import assert_same_batch, has_object_array
 
 datasets.disable_progress_bars()
 

@@ -16,12 +16,12 @@ import pytest
 import transformers
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
-from test_packed_stream import local_stream, lognormal_lengths
 
 import fastcollate
-from compare import assert_same_batch, has_object_array
 from fastcollate import collate_arrow
 from fastcollate.arrow import ArrowBatch
+from tests.support.compare import assert_same_batch, has_object_array
+from tests.support.streams import local_stream, lognormal_lengths
 
 SETTINGS = settings(
     max_examples=int(os.environ.get("FASTCOLLATE_ARROW_EXAMPLES", 25)),

@@ -9,11 +9,12 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parent.parent / "benches" / "bench_gpu.py"
+from tests.support.repository import ROOT
+
+SCRIPT = ROOT / "benches" / "bench_gpu.py"
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
 
 

@@ -19,7 +19,7 @@ from packaging.version import Version
 from transformers.utils import PaddingStrategy
 
 import fastcollate
-from compare import assert_same_batch, has_object_array
+from tests.support.compare import assert_same_batch, has_object_array
 
 SETTINGS = settings(
     max_examples=int(os.environ.get("FASTCOLLATE_EXAMPLES", 50)),

@@ -20,9 +20,9 @@ from transformers import (
 )
 
 import fastcollate
-from compare import assert_same_batch, assert_unchanged, has_object_array
 from fastcollate import _native
 from fastcollate.collators.feature_extraction import pad_features
+from tests.support.compare import assert_same_batch, assert_unchanged, has_object_array
 
 
 def raw_extractor(**kwargs):

@@ -4,7 +4,8 @@ crash, input never changed, and transformers' output wherever both succeed.
 
 The calls run in a separate worker process, so an abort or a segfault fails this test (naming
 the seed) instead of killing pytest; a dead worker is restarted for the next seed. Replay a
-seed with `python -c "import fuzz_cases; print(fuzz_cases.run(SEED))"` from tests/."""
+seed with `python -c "from tests.support import fuzz_cases; print(fuzz_cases.run(SEED))"` from
+the repository root."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-WORKER = os.path.join(os.path.dirname(__file__), "fuzz_cases.py")
+from tests.support.repository import child_env
+
 # Generous: the first call also imports torch and transformers, and CI machines are shared.
 SECONDS_PER_CALL = 300
 
@@ -29,7 +31,8 @@ class Worker:
 
     def start(self):
         self.process = subprocess.Popen(
-            [sys.executable, WORKER],
+            [sys.executable, "-m", "tests.support.fuzz_cases"],
+            env=child_env(),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -101,7 +104,7 @@ def test_worker_reports_a_crash_as_a_violation(worker):
 def test_construction_check_reports_a_disagreement():
     """The harness itself: an option refused when made (a rule only the constructor applies)
     that the call then takes is reported; a refusal the call repeats is not."""
-    import fuzz_cases
+    from tests.support import fuzz_cases
 
     assert fuzz_cases.made_as_called("DataCollatorForLanguageModeling", {"mlm_probability": 2.0})
     assert fuzz_cases.made_as_called("DataCollatorForSeq2Seq", {"padding": "bogus"}) is None

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from transformers import AutoModelForMaskedLM, TrainingArguments
 
 import fastcollate
-from compare import assert_same_batch
+from tests.support.compare import assert_same_batch
 
 SETTINGS = settings(
     max_examples=int(os.environ.get("FASTCOLLATE_EXAMPLES", 50)),

@@ -16,7 +16,7 @@ from packaging.version import Version
 from torch.utils.data import DataLoader
 
 import fastcollate
-from compare import assert_same_batch
+from tests.support.compare import assert_same_batch
 
 ROWS = [{"input_ids": [101, *range(2000 + i, 2040 + i), 102]} for i in range(16)]
 EPOCHS = 2

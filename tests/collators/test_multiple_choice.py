@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fastcollate
-from compare import assert_same_batch
+from tests.support.compare import assert_same_batch
 
 FORMATS = ("list", "numpy", "torch")
 

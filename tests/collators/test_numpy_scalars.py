@@ -25,7 +25,7 @@ from transformers import (
 )
 
 import fastcollate
-from compare import assert_same_batch, assert_unchanged, has_object_array
+from tests.support.compare import assert_same_batch, assert_unchanged, has_object_array
 
 SCALAR_DTYPES = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
                  np.uint32, np.uint64, np.float16, np.float32, np.float64]

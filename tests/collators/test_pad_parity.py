@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fastcollate
-from compare import assert_same_batch, assert_same_value, has_object_array
+from tests.support.compare import assert_same_batch, assert_same_value, has_object_array
 
 SETTINGS = settings(
     max_examples=int(os.environ.get("FASTCOLLATE_EXAMPLES", 60)),

@@ -288,7 +288,7 @@ def _pinned_on_cpu(monkeypatch):
 def test_pinned_collator_fills_its_buffers_like_transformers(
     bert_tokenizer, monkeypatch, kind, padding_side, options
 ):
-    from compare import assert_same_batch, to_format
+    from tests.support.compare import assert_same_batch, to_format
 
     tokenizer = bert_tokenizer
     monkeypatch.setattr(tokenizer, "padding_side", padding_side)
@@ -383,7 +383,7 @@ BAD_PROVIDERS = {
 def test_bad_output_buffers_raise_naming_the_key(name, kind):
     import copy
 
-    from compare import assert_unchanged
+    from tests.support.compare import assert_unchanged
 
     make, message = BAD_PROVIDERS[name]
     rows = _rows(kind, [3, 2], "int_label")
@@ -470,7 +470,7 @@ def test_output_buffers_match_owned_outputs(kind, lengths, extra, left, multiple
 def test_pinned_batches_from_arrow_are_filled_in_place(bert_tokenizer, monkeypatch):
     import datasets
 
-    from compare import assert_same_batch
+    from tests.support.compare import assert_same_batch
 
     rows = [{"input_ids": [101, 7, 8, 102], "label": 1}, {"input_ids": [101, 9, 102], "label": 0},
             {"input_ids": [101, 102], "label": 1}]
@@ -489,9 +489,10 @@ def test_pinned_batches_from_arrow_are_filled_in_place(bert_tokenizer, monkeypat
 def test_the_pinned_output_bench_runs_and_records_every_route(tmp_path):
     import importlib.util
     import json
-    from pathlib import Path
 
-    script = Path(__file__).resolve().parent.parent / "benches" / "bench_pinned_output.py"
+    from tests.support.repository import ROOT
+
+    script = ROOT / "benches" / "bench_pinned_output.py"
     spec = importlib.util.spec_from_file_location("bench_pinned_output", script)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fastcollate
-from compare import assert_same_batch
+from tests.support.compare import assert_same_batch
 
 NUMPY_DTYPES = [
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from transformers import DataCollatorWithPadding
 
 import fastcollate
-from compare import assert_same_batch, has_object_array
+from tests.support.compare import assert_same_batch, has_object_array
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # Digit and word boundaries of both int layouts (30-bit digits; one digit is "compact"), the

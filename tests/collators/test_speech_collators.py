@@ -23,7 +23,7 @@ from transformers import (
 )
 
 import fastcollate
-from compare import assert_same_batch
+from tests.support.compare import assert_same_batch
 
 VOCAB = {"[PAD]": 0, "[UNK]": 1, "|": 2, "<s>": 3, **{c: i + 4 for i, c in enumerate("abcdefgh")}}
 

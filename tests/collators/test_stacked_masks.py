@@ -14,7 +14,7 @@ import torch
 import transformers
 
 import fastcollate
-from compare import assert_same_batch
+from tests.support.compare import assert_same_batch
 
 LENGTHS = (3, 5, 4)
 

@@ -13,9 +13,9 @@ import transformers
 from transformers import AutoTokenizer
 
 import fastcollate
-from compare import assert_same_batch
 from fastcollate.collators import tokenizer_state
 from fastcollate.collators.padding_options import PadSettings
+from tests.support.compare import assert_same_batch
 
 # No attention mask in the rows: padding creates one when "attention_mask" is a model input.
 ROWS = [

@@ -24,9 +24,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 from torch.overrides import TorchFunctionMode  # noqa: E402
-from torch_modes import LIES, Lie, Move  # noqa: E402
 
 import fastcollate  # noqa: E402
+from tests.support.torch_modes import LIES, Lie, Move  # noqa: E402
 
 # Set in the child processes `test_each_route` starts: the checks below run only there.
 INNER = os.environ.get("FASTCOLLATE_MODES_CHILD") == "1"
@@ -63,8 +63,9 @@ def tensor_rows(count: int, equal: bool = False, dtype=torch.int64) -> list:
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from conftest import model_dir
     from transformers import AutoTokenizer
+
+    from tests.support.bundled_model import model_dir
 
     return AutoTokenizer.from_pretrained(model_dir())
 

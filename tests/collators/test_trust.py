@@ -12,7 +12,7 @@ import torch
 import transformers
 
 import fastcollate
-from compare import assert_same_batch
+from tests.support.compare import assert_same_batch
 
 ROW = [{"input_ids": [1, 2, 3]}]
 

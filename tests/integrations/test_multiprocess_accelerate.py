@@ -6,18 +6,18 @@ that every row is still seen exactly once per epoch across ranks (before, one ru
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import pytest
-from multiprocess_accelerate import BUDGET, EPOCHS, ROWS
-from test_multiprocess import launch
 
-SCRIPT = Path(__file__).with_name("multiprocess_accelerate.py")
+from tests.support.multiprocess_accelerate import BUDGET, EPOCHS, ROWS
+from tests.support.torchrun import launch
+
+SCRIPT = "tests.support.multiprocess_accelerate"
 
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
-    return launch(tmp_path_factory.mktemp("accelerate") / "run", seed=0, script=SCRIPT)
+    return launch(tmp_path_factory.mktemp("accelerate") / "run", seed=0, module=SCRIPT)
 
 
 def per_epoch_rows(ranks, case):

@@ -5,19 +5,19 @@ per epoch, and the loss is finite and falls. Deselect with `-m "not slow"`."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
-from test_multiprocess import WORLD_SIZE, launch
 
-SCRIPT = Path(__file__).with_name("multiprocess_packed_train.py")
+from tests.support.torchrun import WORLD_SIZE, launch
+
+SCRIPT = "tests.support.multiprocess_packed_train"
 EPOCHS = 2
 BUDGET = 96
 
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
-    return launch(tmp_path_factory.mktemp("packed") / "run", seed=0, script=SCRIPT)
+    return launch(tmp_path_factory.mktemp("packed") / "run", seed=0, module=SCRIPT)
 
 
 @pytest.mark.slow

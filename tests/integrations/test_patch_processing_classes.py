@@ -20,7 +20,7 @@ from transformers import (
 )
 
 import fastcollate
-from compare import assert_same_batch
+from tests.support.compare import assert_same_batch
 
 
 def test_the_issues_repro_pads_two_clips_under_the_patch():

@@ -27,12 +27,12 @@ pytest.importorskip("ray.train.torch")
 import datasets  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import transformers  # noqa: E402
-from ray_cluster import local_cluster, remove_session  # noqa: E402
-from ray_train_loop import BATCH_SIZE, COLUMNS, EPOCHS, train_loop  # noqa: E402
-from test_multiprocess import WORLD_SIZE, launch  # noqa: E402
 
 import fastcollate  # noqa: E402
-from compare import assert_same_batch  # noqa: E402
+from tests.support.compare import assert_same_batch  # noqa: E402
+from tests.support.ray_cluster import local_cluster, remove_session  # noqa: E402
+from tests.support.ray_train_loop import BATCH_SIZE, COLUMNS, EPOCHS, train_loop  # noqa: E402
+from tests.support.torchrun import WORLD_SIZE, launch  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

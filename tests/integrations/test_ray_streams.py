@@ -17,8 +17,8 @@ ray = pytest.importorskip("ray")
 pytest.importorskip("ray.data")
 pytest.importorskip("ray.train.torch")
 
-from ray_cluster import local_cluster  # noqa: E402
-from ray_stream_loop import EPOCHS, stream_loop  # noqa: E402
+from tests.support.ray_cluster import local_cluster  # noqa: E402
+from tests.support.ray_stream_loop import EPOCHS, stream_loop  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -11,9 +11,9 @@ import datasets
 import pytest
 import torch
 import transformers
-from test_packed_training import counting_rows, tiny_config, tiny_model
 
 import fastcollate
+from tests.support.tiny_models import counting_rows, tiny_config, tiny_model
 
 ROWS = 40
 BUDGET = 64

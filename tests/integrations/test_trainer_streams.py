@@ -12,10 +12,10 @@ import warnings
 import datasets
 import pytest
 import torch
-from test_packed_stream import local_stream
-from test_packed_training import VOCAB, counting_rows, tiny_model
 
 import fastcollate
+from tests.support.streams import local_stream
+from tests.support.tiny_models import VOCAB, counting_rows, tiny_model
 
 
 def arguments(tmp_path, strategy, **overrides):

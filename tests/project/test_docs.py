@@ -5,7 +5,8 @@ bundled test model. A block that cannot run alone is marked `<!-- no-run: reason
 from __future__ import annotations
 
 import pytest
-from code_blocks import ROOT, python_blocks, redirect_hub_names, run_blocks
+
+from tests.support.code_blocks import ROOT, python_blocks, redirect_hub_names, run_blocks
 
 DOCS = ROOT / "docs"
 PAGES = sorted(DOCS.rglob("*.md"))

@@ -8,13 +8,12 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
-from pathlib import Path
 
 import pytest
 
 import fastcollate
+from tests.support.repository import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 EXTENSION = ROOT / "docs" / "_ext" / "lazy_exports.py"
 HEAVY = ("torch", "transformers", "trl", "ray", "datasets")
 

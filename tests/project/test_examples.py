@@ -10,9 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_multiprocess import free_port
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+from tests.support.repository import ROOT
+from tests.support.torchrun import free_port
+
+EXAMPLES = ROOT / "examples"
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
 
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.repository import ROOT
+
 SCRIPT = ROOT / "benches" / "render_figures.py"
 # A speed-up ("410×", "1.5x") or a time ("0.9 ms", "12 µs", "4.1 s"); dimensions such as
 # "2 × batch" (a space before the sign) are not figures.

@@ -8,13 +8,12 @@ import re
 import shutil
 import subprocess
 import tarfile
-from pathlib import Path
 
 import pytest
 
 import fastcollate
+from tests.support.repository import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
 

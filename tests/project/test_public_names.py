@@ -15,7 +15,7 @@ import transformers
 from transformers.data import data_collator as hf_collators
 
 import fastcollate
-from compare import assert_same_batch
+from tests.support.compare import assert_same_batch
 
 
 def test_dir_lists_every_public_name_before_it_is_loaded():

@@ -4,7 +4,8 @@ test model, see code_blocks.py)."""
 from __future__ import annotations
 
 import pytest
-from code_blocks import ROOT, python_blocks, redirect_hub_names, run_blocks
+
+from tests.support.code_blocks import ROOT, python_blocks, redirect_hub_names, run_blocks
 
 README = ROOT / "README.md"
 

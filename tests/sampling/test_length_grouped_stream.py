@@ -18,9 +18,9 @@ import torch
 from datasets.distributed import split_dataset_by_node
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_packed_stream import local_stream, lognormal_lengths, make_rows
 
 import fastcollate
+from tests.support.streams import local_stream, lognormal_lengths, make_rows
 
 
 def rows_in(batches):

@@ -6,18 +6,18 @@ epoch across ranks and workers, and both ranks take the same number of steps. De
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import pytest
-from multiprocess_packed_stream import BUDGET, EPOCHS, GROUP_BATCH, ROWS
-from test_multiprocess import launch
 
-SCRIPT = Path(__file__).with_name("multiprocess_packed_stream.py")
+from tests.support.multiprocess_packed_stream import BUDGET, EPOCHS, GROUP_BATCH, ROWS
+from tests.support.torchrun import launch
+
+SCRIPT = "tests.support.multiprocess_packed_stream"
 
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
-    return launch(tmp_path_factory.mktemp("packed_stream") / "run", seed=0, script=SCRIPT)
+    return launch(tmp_path_factory.mktemp("packed_stream") / "run", seed=0, module=SCRIPT)
 
 
 @pytest.mark.slow

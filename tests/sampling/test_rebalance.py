@@ -11,11 +11,11 @@ import torch
 import transformers
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_trainer import sentence, training_args
 from transformers import trainer_pt_utils as hf
 
 import fastcollate
 from fastcollate import BatchRebalanceSampler
+from tests.support.trainer_runs import sentence, training_args
 
 SETTINGS = settings(max_examples=150, deadline=None)
 

@@ -22,13 +22,13 @@ from sentence_transformers.sentence_transformer.data_collator import (  # noqa: 
     SentenceTransformerDataCollator as STCollator,
 )
 
-from compare import assert_same_value  # noqa: E402
 from fastcollate.sentence_transformers import (  # noqa: E402
     PreTokenizedTrainerMixin,
     SentenceTransformerDataCollator,
     SentenceTransformerTrainer,
     pretokenize,
 )
+from tests.support.compare import assert_same_value  # noqa: E402
 
 WORDS = ["cat", "dog", "a", "the", "sat", "on", "mat", "quickly", "unbelievable", "x", "42",
          "tokenization", "über", "?"]

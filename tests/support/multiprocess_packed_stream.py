@@ -14,13 +14,13 @@ import datasets
 import torch
 from accelerate import Accelerator
 from accelerate.utils import DataLoaderConfiguration
-from conftest import model_dir
-from multiprocess_packed_train import RecordingTrainer, counting_rows
-from rank_report import finish_rank
-from test_packed_training import tiny_model
 from transformers import AutoTokenizer
 
 import fastcollate
+from tests.support.bundled_model import model_dir
+from tests.support.multiprocess_packed_train import RecordingTrainer, counting_rows
+from tests.support.rank_report import finish_rank
+from tests.support.tiny_models import tiny_model
 
 ROWS = 90
 BUDGET = 96

@@ -9,10 +9,10 @@ import argparse
 
 import datasets
 import torch
-from rank_report import finish_rank
-from test_packed_training import VOCAB, tiny_model
 
 import fastcollate
+from tests.support.rank_report import finish_rank
+from tests.support.tiny_models import VOCAB, tiny_model
 
 ROWS = 90
 BUDGET = 96

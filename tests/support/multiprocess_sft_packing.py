@@ -11,13 +11,13 @@ import argparse
 
 import datasets
 import torch
-from conftest import model_dir
-from rank_report import finish_rank
-from tiny_models import tiny_llama_config
 from transformers import AutoTokenizer, LlamaForCausalLM
 from trl import SFTConfig, SFTTrainer
 
 import fastcollate
+from tests.support.bundled_model import model_dir
+from tests.support.rank_report import finish_rank
+from tests.support.tiny_models import tiny_llama_config
 
 TEXTS = [
     "the cat sat on the mat",

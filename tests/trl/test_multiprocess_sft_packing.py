@@ -6,20 +6,20 @@ same loss, step for step, as TRL alone; the ranks get different batches. Deselec
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
-from test_multiprocess import WORLD_SIZE, launch
+
+from tests.support.torchrun import WORLD_SIZE, launch
 
 pytest.importorskip("trl", reason="TRL needs Python >= 3.11 (the trl extra)")
 
-SCRIPT = Path(__file__).with_name("multiprocess_sft_packing.py")
+SCRIPT = "tests.support.multiprocess_sft_packing"
 STEPS = 4
 
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
-    return launch(tmp_path_factory.mktemp("sft_packing") / "run", seed=0, script=SCRIPT)
+    return launch(tmp_path_factory.mktemp("sft_packing") / "run", seed=0, module=SCRIPT)
 
 
 @pytest.mark.slow

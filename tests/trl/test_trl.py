@@ -20,24 +20,22 @@ from hypothesis import strategies as st
 pytest.importorskip("trl", reason="TRL 1.16 needs Python >= 3.11")
 
 import datasets  # noqa: E402
-from test_optional_dependencies import run_without  # noqa: E402
 from trl.trainer.sft_trainer import (  # noqa: E402
     DataCollatorForLanguageModeling as TRLDataCollatorForLanguageModeling,
 )
 
 import fastcollate  # noqa: E402
 import fastcollate.trl  # noqa: E402
-from compare import assert_same_batch, assert_unchanged, to_format  # noqa: E402
 from fastcollate import ArrowBatches, _native  # noqa: E402
 from fastcollate.trl import DataCollatorForLanguageModeling  # noqa: E402
+from tests.support.blocked_imports import run_without  # noqa: E402
+from tests.support.compare import assert_same_batch, assert_unchanged, to_format  # noqa: E402
 
 SETTINGS = settings(
     max_examples=int(os.environ.get("FASTCOLLATE_EXAMPLES", 50)),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-
-
 
 
 @st.composite
@@ -79,8 +77,6 @@ def sft_case(draw, formats=("list", "numpy", "torch", "mixed")):
     }
     event(f"format={fmt} labels={labels} packed={packed} padding_free={options['padding_free']}")
     return rows, options
-
-
 
 
 def theirs(rows, options):

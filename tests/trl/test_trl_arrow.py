@@ -17,9 +17,6 @@ import trl  # noqa: E402
 import trl.trainer  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from test_trl_patch import MODES, _dataset, mode_params  # noqa: E402
-from test_trl_preference import dpo_case, kto_case, reward_case  # noqa: E402
-from tiny_models import tiny_llama_config  # noqa: E402
 from transformers import AutoTokenizer, LlamaForCausalLM  # noqa: E402
 from trl.trainer.dpo_trainer import DataCollatorForPreference as TRLPreference  # noqa: E402
 from trl.trainer.kto_trainer import DataCollatorForUnpairedPreference as TRLUnpaired  # noqa: E402
@@ -30,7 +27,6 @@ from trl.trainer.sft_trainer import (  # noqa: E402
 
 import fastcollate  # noqa: E402
 import fastcollate.trl  # noqa: E402
-from compare import assert_same_batch  # noqa: E402
 from fastcollate import ArrowBatch, ArrowBatches  # noqa: E402
 from fastcollate.arrow.trainer_datasets import wrap_for_trainer  # noqa: E402
 from fastcollate.trl import (  # noqa: E402
@@ -39,6 +35,10 @@ from fastcollate.trl import (  # noqa: E402
     DataCollatorForUnpairedPreference,
     RewardDataCollatorForPreference,
 )
+from tests.support.compare import assert_same_batch  # noqa: E402
+from tests.support.preference_cases import dpo_case, kto_case, reward_case  # noqa: E402
+from tests.support.sft_runs import MODES, mode_params, sft_dataset  # noqa: E402
+from tests.support.tiny_models import tiny_llama_config  # noqa: E402
 
 SETTINGS = settings(
     max_examples=int(os.environ.get("FASTCOLLATE_EXAMPLES", 50)),
@@ -68,7 +68,7 @@ def _trainer(model_path, tmp_path, mode: str, trainer_class, **extra):
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     config = tiny_llama_config(tokenizer)
-    dataset = extra.pop("train_dataset", None) or _dataset(tokenizer)
+    dataset = extra.pop("train_dataset", None) or sft_dataset(tokenizer)
     args = trl.SFTConfig(
         output_dir=str(tmp_path / mode),
         eos_token="[SEP]",
@@ -176,7 +176,7 @@ def test_text_columns_kept_keep_the_rows(model_path, tmp_path, seen):
     # remove_unused_columns=False keeps a text column the Arrow path does not read: the rows
     # (with the text) go to the collator, which ignores the text as TRL's does.
     tokenizer = AutoTokenizer.from_pretrained(model_path)
-    dataset = _dataset(tokenizer)
+    dataset = sft_dataset(tokenizer)
     dataset = dataset.add_column("source", [f"doc {i}" for i in range(len(dataset))])
     options = {"remove_unused_columns": False, "train_dataset": dataset}
     plain = _trainer(model_path, tmp_path / "trl", "padded", trl.SFTTrainer, **options)

@@ -15,8 +15,6 @@ import torch  # noqa: E402
 import trl  # noqa: E402
 import trl.data_utils  # noqa: E402
 import trl.trainer.sft_trainer as sft_module  # noqa: E402
-from datasets import Dataset  # noqa: E402
-from tiny_models import tiny_llama_config  # noqa: E402
 from transformers import AutoTokenizer, LlamaForCausalLM  # noqa: E402
 from trl import SFTConfig, SFTTrainer  # noqa: E402
 
@@ -24,65 +22,8 @@ import fastcollate  # noqa: E402
 import fastcollate.trl  # noqa: E402
 import fastcollate.trl.sft_trainer_preparation as preparation_module  # noqa: E402
 from fastcollate._internal.patching import original  # noqa: E402
-
-# TRL deprecates truncation_mode="keep_end" (SFTConfig warns); the runs that use it on
-# purpose, to compare fastcollate's keep_end with TRL's while TRL has it, expect the warning.
-KEEP_END_DEPRECATED = pytest.mark.filterwarnings(
-    "ignore:The `'keep_end'` truncation mode is deprecated:FutureWarning"
-)
-
-MODES = {
-    "padded": {"max_length": 24},
-    # TRL refuses max_length with padding_free unless packing (it would not be enforced).
-    "padding-free": {"padding_free": True, "max_length": None},
-    "packed": {"packing": True, "max_length": 24},
-    # Rows longer than max_length cut from the start, the dataset shuffled.
-    "keep-end-shuffled": {"max_length": 9, "truncation_mode": "keep_end", "shuffle_dataset": True},
-    # Long prompt-completion rows keep prompt tokens only, and are dropped.
-    "short-shuffled": {"max_length": 9, "shuffle_dataset": True},
-    # Shuffled before packing too.
-    "packed-wrapped-shuffled": {
-        "packing": True,
-        "packing_strategy": "wrapped",
-        "max_length": 16,
-        "shuffle_dataset": True,
-    },
-}
-
-def mode_params() -> list:
-    """The modes as pytest parameters, the keep_end ones expecting TRL's warning."""
-    return [
-        pytest.param(mode, marks=KEEP_END_DEPRECATED)
-        if options.get("truncation_mode") == "keep_end"
-        else mode
-        for mode, options in MODES.items()
-    ]
-
-
-TEXTS = [
-    "the cat sat on the mat",
-    "a dog ran in the park and then sat down by the old tree",
-    "birds sing",
-    "the quick brown fox jumps over the lazy dog again and again",
-    "rain",
-    "a long and winding road leads to the house on the hill",
-]
-
-
-def _dataset(tokenizer, data: str = "tokenized") -> Dataset:
-    """The train dataset: tokenized (TRL's preparation starts after tokenizing), raw text (TRL
-    adds EOS and tokenizes first), or prompt-completion text (labels from the completion mask)."""
-    if data == "text":
-        return Dataset.from_dict({"text": TEXTS * 4})
-    if data == "prompt-completion":
-        return Dataset.from_dict(
-            {
-                "prompt": [" ".join(text.split()[:-1]) for text in TEXTS] * 4,
-                "completion": [" " + text.split()[-1] for text in TEXTS] * 4,
-            }
-        )
-    ids = tokenizer(TEXTS * 4)["input_ids"]
-    return Dataset.from_dict({"input_ids": ids})
+from tests.support.sft_runs import KEEP_END_DEPRECATED, MODES, TEXTS, sft_dataset  # noqa: E402
+from tests.support.tiny_models import tiny_llama_config  # noqa: E402
 
 
 def _trainer(model_path, tmp_path, mode: str, data: str = "tokenized") -> SFTTrainer:
@@ -108,7 +49,10 @@ def _trainer(model_path, tmp_path, mode: str, data: str = "tokenized") -> SFTTra
         **MODES[mode],
     )
     return SFTTrainer(
-        model=model, args=args, train_dataset=_dataset(tokenizer, data), processing_class=tokenizer
+        model=model,
+        args=args,
+        train_dataset=sft_dataset(tokenizer, data),
+        processing_class=tokenizer,
     )
 
 
@@ -187,7 +131,7 @@ def test_preparation_left_to_trl(model_path, tmp_path, monkeypatch):
     trainer = _trainer(model_path, tmp_path, "keep-end-shuffled")
     calls = _counting_preparation(monkeypatch)
     args, tokenizer = trainer.args, trainer.processing_class
-    tokenized = _dataset(tokenizer)
+    tokenized = sft_dataset(tokenizer)
     trl_prepare = original("trl.trainer.sft_trainer", "SFTTrainer._prepare_dataset")
 
     def theirs(dataset, formatting_func=None):

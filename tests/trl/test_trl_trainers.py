@@ -14,7 +14,6 @@ pytest.importorskip("trl", reason="TRL needs Python >= 3.11 (the trl extra)")
 
 import torch  # noqa: E402
 from datasets import Dataset  # noqa: E402
-from tiny_models import tiny_llama_config  # noqa: E402
 from transformers import (  # noqa: E402
     AutoTokenizer,
     LlamaConfig,
@@ -32,6 +31,7 @@ from trl import (  # noqa: E402
 
 import fastcollate  # noqa: E402
 import fastcollate.trl  # noqa: E402
+from tests.support.tiny_models import tiny_llama_config  # noqa: E402
 
 STEPS = 3
 # Wall-clock entries of the log: the only ones that may differ between two equal runs.
