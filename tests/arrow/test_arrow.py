@@ -28,6 +28,8 @@ from fastcollate.arrow.trainer_datasets import unwrap, wrap_for_trainer
 from tests.support.arrow_datasets import INT_TYPES, sequence_feature, transformed
 from tests.support.compare import assert_same_batch, assert_same_value, has_object_array
 
+pytestmark = pytest.mark.parity
+
 datasets.disable_progress_bars()
 
 SETTINGS = settings(
@@ -333,6 +335,7 @@ def assert_same_batches(ours, theirs):
         assert_same_batch(dict(a), dict(b))
 
 
+@pytest.mark.multiprocess
 def test_dataloader_with_fork_workers_matches_the_row_path(bert_tokenizer):
     dataset = imdb_like()
     collator = fastcollate.DataCollatorWithPadding(bert_tokenizer, pad_to_multiple_of=8)
@@ -345,6 +348,7 @@ def test_dataloader_with_fork_workers_matches_the_row_path(bert_tokenizer):
     assert_same_batches(loader_batches(ArrowBatches(dataset), collator), expected)
 
 
+@pytest.mark.multiprocess
 def test_dataloader_with_a_spawn_worker_matches_the_row_path(bert_tokenizer, tmp_path):
     # Memory-mapped, as a dataset from the Hub cache is: the worker maps the file again.
     imdb_like(rows=20).flatten_indices().save_to_disk(str(tmp_path / "mapped"))

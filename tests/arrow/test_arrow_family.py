@@ -29,6 +29,8 @@ from fastcollate.arrow.trainer_datasets import wrap_for_trainer
 from tests.support.arrow_datasets import INT_TYPES, sequence_feature, transformed
 from tests.support.compare import assert_same_batch, has_object_array
 
+pytestmark = pytest.mark.parity
+
 datasets.disable_progress_bars()
 
 SETTINGS = settings(

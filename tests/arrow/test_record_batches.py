@@ -23,6 +23,8 @@ from fastcollate.arrow import ArrowBatch
 from tests.support.compare import assert_same_batch, has_object_array
 from tests.support.streams import local_stream, lognormal_lengths
 
+pytestmark = pytest.mark.parity
+
 SETTINGS = settings(
     max_examples=int(os.environ.get("FASTCOLLATE_ARROW_EXAMPLES", 25)),
     deadline=None,

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 import fastcollate
 
+pytestmark = pytest.mark.parity
+
 
 def rows3():
     return [{"input_ids": [1, 2, 3], "label": 0}, {"input_ids": [4], "label": 1},

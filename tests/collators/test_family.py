@@ -21,6 +21,8 @@ from transformers.utils import PaddingStrategy
 import fastcollate
 from tests.support.compare import assert_same_batch, has_object_array
 
+pytestmark = pytest.mark.parity
+
 SETTINGS = settings(
     max_examples=int(os.environ.get("FASTCOLLATE_EXAMPLES", 50)),
     deadline=None,

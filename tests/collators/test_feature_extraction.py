@@ -24,6 +24,8 @@ from fastcollate import _native
 from fastcollate.collators.feature_extraction import pad_features
 from tests.support.compare import assert_same_batch, assert_unchanged, has_object_array
 
+pytestmark = pytest.mark.parity
+
 
 def raw_extractor(**kwargs):
     return Wav2Vec2FeatureExtractor(**kwargs)

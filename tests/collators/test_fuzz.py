@@ -21,6 +21,8 @@ from hypothesis import strategies as st
 
 from tests.support.repository import child_env
 
+pytestmark = pytest.mark.parity
+
 # Generous: the first call also imports torch and transformers, and CI machines are shared.
 SECONDS_PER_CALL = 300
 

@@ -25,6 +25,8 @@ from transformers import AutoModelForMaskedLM, TrainingArguments
 import fastcollate
 from tests.support.compare import assert_same_batch
 
+pytestmark = pytest.mark.parity
+
 SETTINGS = settings(
     max_examples=int(os.environ.get("FASTCOLLATE_EXAMPLES", 50)),
     deadline=None,
@@ -327,6 +329,7 @@ def test_unseeded_masks_follow_the_global_generators(bert_tokenizer, encoded):
     assert_same_batch(a, collator(copy.deepcopy(rows)))
 
 
+@pytest.mark.multiprocess
 def test_dataloader_workers_differ_and_seeded_runs_repeat(bert_tokenizer, monkeypatch):
     rows = [{"input_ids": [101, *range(2000, 2040), 102]}] * 8
 

@@ -18,6 +18,8 @@ from torch.utils.data import DataLoader
 import fastcollate
 from tests.support.compare import assert_same_batch
 
+pytestmark = pytest.mark.multiprocess
+
 ROWS = [{"input_ids": [101, *range(2000 + i, 2040 + i), 102]} for i in range(16)]
 EPOCHS = 2
 

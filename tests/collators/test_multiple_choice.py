@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 import fastcollate
 from tests.support.compare import assert_same_batch
 
+pytestmark = pytest.mark.parity
+
 FORMATS = ("list", "numpy", "torch")
 
 

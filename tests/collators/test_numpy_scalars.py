@@ -27,6 +27,8 @@ from transformers import (
 import fastcollate
 from tests.support.compare import assert_same_batch, assert_unchanged, has_object_array
 
+pytestmark = pytest.mark.parity
+
 SCALAR_DTYPES = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
                  np.uint32, np.uint64, np.float16, np.float32, np.float64]
 

@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 import fastcollate
 from tests.support.compare import assert_same_batch, assert_same_value, has_object_array
 
+pytestmark = pytest.mark.parity
+
 SETTINGS = settings(
     max_examples=int(os.environ.get("FASTCOLLATE_EXAMPLES", 60)),
     deadline=None,

@@ -73,6 +73,7 @@ def _pin_in_collate_fn(rows):
     return pin_tensors({"input_ids": torch.tensor(rows)})
 
 
+@pytest.mark.multiprocess
 def test_pinning_in_a_dataloader_worker_raises():
     loader = DataLoader(
         [[1, 2], [3, 4]], batch_size=2, num_workers=1, collate_fn=_pin_in_collate_fn

@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 import fastcollate
 from tests.support.compare import assert_same_batch
 
+pytestmark = pytest.mark.parity
+
 NUMPY_DTYPES = [
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float16", "float32", "float64",

@@ -23,6 +23,8 @@ from transformers import DataCollatorWithPadding
 import fastcollate
 from tests.support.compare import assert_same_batch, has_object_array
 
+pytestmark = pytest.mark.parity
+
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # Digit and word boundaries of both int layouts (30-bit digits; one digit is "compact"), the
 # small-int cache's edges (-5..256, immortal on 3.12+), and the int64 range's ends.

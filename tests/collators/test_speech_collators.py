@@ -25,6 +25,8 @@ from transformers import (
 import fastcollate
 from tests.support.compare import assert_same_batch
 
+pytestmark = pytest.mark.parity
+
 VOCAB = {"[PAD]": 0, "[UNK]": 1, "|": 2, "<s>": 3, **{c: i + 4 for i, c in enumerate("abcdefgh")}}
 
 

@@ -16,6 +16,8 @@ import transformers
 import fastcollate
 from tests.support.compare import assert_same_batch
 
+pytestmark = pytest.mark.parity
+
 LENGTHS = (3, 5, 4)
 
 

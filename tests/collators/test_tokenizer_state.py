@@ -17,6 +17,8 @@ from fastcollate.collators import tokenizer_state
 from fastcollate.collators.padding_options import PadSettings
 from tests.support.compare import assert_same_batch
 
+pytestmark = pytest.mark.parity
+
 # No attention mask in the rows: padding creates one when "attention_mask" is a model input.
 ROWS = [
     {"input_ids": [101, 7592, 102], "token_type_ids": [0, 0, 0], "label": 0},

@@ -28,6 +28,8 @@ from torch.overrides import TorchFunctionMode  # noqa: E402
 import fastcollate  # noqa: E402
 from tests.support.torch_modes import LIES, Lie, Move  # noqa: E402
 
+pytestmark = pytest.mark.parity
+
 # Set in the child processes `test_each_route` starts: the checks below run only there.
 INNER = os.environ.get("FASTCOLLATE_MODES_CHILD") == "1"
 inner = pytest.mark.skipif(not INNER, reason="runs in the child processes of test_each_route")

@@ -17,6 +17,8 @@ from transformers.utils import PaddingStrategy, TensorType
 
 import fastcollate
 
+pytestmark = pytest.mark.parity
+
 try:  # TRL 1.16 needs Python >= 3.11: its collators' rows run where it is installed.
     from trl.trainer import dpo_trainer, kto_trainer, reward_trainer, sft_trainer
 

@@ -13,6 +13,8 @@ import fastcollate
 from fastcollate import _native
 from fastcollate._internal.tensors import convert
 
+pytestmark = pytest.mark.parity
+
 
 def is_rust_buffer(base: object) -> bool:
     """The array's base is the capsule that owns the Rust Vec (and frees it with the array)."""

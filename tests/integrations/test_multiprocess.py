@@ -10,6 +10,8 @@ import pytest
 
 from tests.support.torchrun import WORLD_SIZE, launch
 
+pytestmark = pytest.mark.multiprocess
+
 PER_DEVICE_BATCH = 4
 
 

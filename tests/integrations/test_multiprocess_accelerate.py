@@ -12,6 +12,8 @@ import pytest
 from tests.support.multiprocess_accelerate import BUDGET, EPOCHS, ROWS
 from tests.support.torchrun import launch
 
+pytestmark = pytest.mark.multiprocess
+
 SCRIPT = "tests.support.multiprocess_accelerate"
 
 

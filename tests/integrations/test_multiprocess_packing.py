@@ -10,6 +10,8 @@ import pytest
 
 from tests.support.torchrun import WORLD_SIZE, launch
 
+pytestmark = pytest.mark.multiprocess
+
 SCRIPT = "tests.support.multiprocess_packed_train"
 EPOCHS = 2
 BUDGET = 96

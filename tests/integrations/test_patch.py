@@ -6,7 +6,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.support.repository import child_env
+
+pytestmark = pytest.mark.parity
 
 
 def test_every_patched_name_works_patched_and_after_undo():

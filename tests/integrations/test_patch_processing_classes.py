@@ -22,6 +22,8 @@ from transformers import (
 import fastcollate
 from tests.support.compare import assert_same_batch
 
+pytestmark = pytest.mark.parity
+
 
 def test_the_issues_repro_pads_two_clips_under_the_patch():
     extractor = Wav2Vec2FeatureExtractor()

@@ -34,7 +34,7 @@ from tests.support.ray_cluster import local_cluster, remove_session  # noqa: E40
 from tests.support.ray_train_loop import BATCH_SIZE, COLUMNS, EPOCHS, train_loop  # noqa: E402
 from tests.support.torchrun import WORLD_SIZE, launch  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.parity, pytest.mark.multiprocess, pytest.mark.slow]
 
 ROWS = 103  # not a multiple of the batch size: the last batch of an epoch is short
 FILES = 4

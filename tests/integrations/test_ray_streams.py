@@ -20,7 +20,7 @@ pytest.importorskip("ray.train.torch")
 from tests.support.ray_cluster import local_cluster  # noqa: E402
 from tests.support.ray_stream_loop import EPOCHS, stream_loop  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
 
 ROWS = 200  # Ray Train's equal split leaves no remainder on 2 workers
 WORKERS = 2

@@ -14,6 +14,8 @@ from datasets import Dataset
 import fastcollate
 from fastcollate.arrow import ArrowBatches
 
+pytestmark = [pytest.mark.parity, pytest.mark.slow]
+
 
 def tiny_t5():
     torch.manual_seed(0)

@@ -22,6 +22,8 @@ from transformers.utils import PaddingStrategy, TensorType
 import fastcollate
 from fastcollate.integrations import tokenizer_pad as routed
 
+pytestmark = pytest.mark.parity
+
 SETTINGS = settings(
     max_examples=int(os.environ.get("FASTCOLLATE_EXAMPLES", 200)),
     deadline=None,

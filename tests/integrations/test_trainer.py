@@ -17,6 +17,8 @@ import fastcollate
 from tests.support.compare import assert_same_batch
 from tests.support.trainer_runs import sentence, training_args
 
+pytestmark = [pytest.mark.parity, pytest.mark.slow]
+
 
 @pytest.fixture(scope="module")
 def tokenizer(bert_tokenizer):

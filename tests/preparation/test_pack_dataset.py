@@ -22,6 +22,8 @@ trl_data_utils = pytest.importorskip("trl.data_utils")
 
 from fastcollate.trl import pack_dataset  # noqa: E402
 
+pytestmark = pytest.mark.parity
+
 datasets.disable_progress_bars()
 datasets.disable_caching()
 

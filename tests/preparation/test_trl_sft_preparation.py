@@ -27,6 +27,8 @@ sft_trainer = pytest.importorskip("trl.trainer.sft_trainer")
 
 from fastcollate.trl import prepare_tokenized_sft_dataset  # noqa: E402
 
+pytestmark = pytest.mark.parity
+
 datasets.disable_progress_bars()
 datasets.disable_caching()
 

@@ -71,6 +71,7 @@ def test_speech_ctc_trains_a_tiny_wav2vec2(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.multiprocess
 def test_torchrun_ddp_runs_on_two_processes(model_path, tmp_path):
     report = tmp_path / "reports" / "run"  # missing: the example creates it
     run(
@@ -99,6 +100,7 @@ def test_torchrun_ddp_runs_on_two_processes(model_path, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.multiprocess
 def test_accelerate_stream_prepares_without_resharding(model_path, tmp_path):
     """`fastcollate.prepare` under 2 torchrun processes: every row of the stream trained once
     per epoch across the ranks (plus the repeated first batch of an uneven last round), both

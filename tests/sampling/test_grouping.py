@@ -20,6 +20,8 @@ from fastcollate import (
     sequence_lengths,
 )
 
+pytestmark = pytest.mark.parity
+
 SETTINGS = settings(max_examples=40, deadline=None)
 
 

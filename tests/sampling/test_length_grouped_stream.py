@@ -143,6 +143,7 @@ def test_set_epoch_reaches_a_shuffled_datasets_stream():
     assert rows_in(again) != rows_in(first)
 
 
+@pytest.mark.multiprocess
 @pytest.mark.parametrize("file_format", ["parquet", "json"])
 def test_streams_loaded_from_local_files(tmp_path, file_format):
     lengths = lognormal_lengths(1000, seed=5, cap=300)

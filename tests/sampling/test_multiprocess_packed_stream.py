@@ -12,6 +12,8 @@ import pytest
 from tests.support.multiprocess_packed_stream import BUDGET, EPOCHS, GROUP_BATCH, ROWS
 from tests.support.torchrun import launch
 
+pytestmark = pytest.mark.multiprocess
+
 SCRIPT = "tests.support.multiprocess_packed_stream"
 
 

@@ -137,6 +137,7 @@ def row_numbers(batches):
     return [tuple(row["row"] for row in batch) for batch in batches]
 
 
+@pytest.mark.multiprocess
 @pytest.mark.parametrize("file_format", ["parquet", "json"])
 def test_streams_loaded_from_local_files(tmp_path, file_format):
     lengths = lognormal_lengths(1000, seed=6, cap=400)
@@ -169,6 +170,7 @@ def test_streams_loaded_from_local_files(tmp_path, file_format):
     assert parities == {0, 1}  # an even and an odd number of batches
 
 
+@pytest.mark.multiprocess
 @pytest.mark.parametrize("source", ["datasets", "torch"])
 def test_dataloader_workers_take_disjoint_batches(source):
     lengths = lognormal_lengths(600, seed=3, cap=120)

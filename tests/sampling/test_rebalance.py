@@ -17,6 +17,8 @@ import fastcollate
 from fastcollate import BatchRebalanceSampler
 from tests.support.trainer_runs import sentence, training_args
 
+pytestmark = pytest.mark.parity
+
 SETTINGS = settings(max_examples=150, deadline=None)
 
 # Few distinct values (ties decide the stable sort), or spread out (the cost model's balance).

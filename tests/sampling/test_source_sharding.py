@@ -15,6 +15,8 @@ from datasets.distributed import split_dataset_by_node
 
 import fastcollate
 
+pytestmark = pytest.mark.multiprocess
+
 ROWS = 301
 
 

@@ -30,6 +30,8 @@ from fastcollate.sentence_transformers import (  # noqa: E402
 )
 from tests.support.compare import assert_same_value  # noqa: E402
 
+pytestmark = pytest.mark.parity
+
 WORDS = ["cat", "dog", "a", "the", "sat", "on", "mat", "quickly", "unbelievable", "x", "42",
          "tokenization", "über", "?"]
 

@@ -11,6 +11,8 @@ import pytest
 
 from tests.support.torchrun import WORLD_SIZE, launch
 
+pytestmark = [pytest.mark.parity, pytest.mark.multiprocess]
+
 pytest.importorskip("trl", reason="TRL needs Python >= 3.11 (the trl extra)")
 
 SCRIPT = "tests.support.multiprocess_sft_packing"

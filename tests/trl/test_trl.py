@@ -31,6 +31,8 @@ from fastcollate.trl import DataCollatorForLanguageModeling  # noqa: E402
 from tests.support.blocked_imports import run_without  # noqa: E402
 from tests.support.compare import assert_same_batch, assert_unchanged, to_format  # noqa: E402
 
+pytestmark = pytest.mark.parity
+
 SETTINGS = settings(
     max_examples=int(os.environ.get("FASTCOLLATE_EXAMPLES", 50)),
     deadline=None,

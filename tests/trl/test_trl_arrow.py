@@ -40,6 +40,8 @@ from tests.support.preference_cases import dpo_case, kto_case, reward_case  # no
 from tests.support.sft_runs import MODES, mode_params, sft_dataset  # noqa: E402
 from tests.support.tiny_models import tiny_llama_config  # noqa: E402
 
+pytestmark = pytest.mark.parity
+
 SETTINGS = settings(
     max_examples=int(os.environ.get("FASTCOLLATE_EXAMPLES", 50)),
     deadline=None,

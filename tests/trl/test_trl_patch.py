@@ -25,6 +25,8 @@ from fastcollate._internal.patching import original  # noqa: E402
 from tests.support.sft_runs import KEEP_END_DEPRECATED, MODES, TEXTS, sft_dataset  # noqa: E402
 from tests.support.tiny_models import tiny_llama_config  # noqa: E402
 
+pytestmark = pytest.mark.parity
+
 
 def _trainer(model_path, tmp_path, mode: str, data: str = "tokenized") -> SFTTrainer:
     """SFTTrainer on a seeded tiny Llama."""

@@ -49,6 +49,8 @@ from tests.support.preference_cases import (  # noqa: E402
     reward_case,
 )
 
+pytestmark = pytest.mark.parity
+
 SETTINGS = settings(
     max_examples=int(os.environ.get("FASTCOLLATE_EXAMPLES", 50)),
     deadline=None,

@@ -33,6 +33,8 @@ import fastcollate  # noqa: E402
 import fastcollate.trl  # noqa: E402
 from tests.support.tiny_models import tiny_llama_config  # noqa: E402
 
+pytestmark = pytest.mark.parity
+
 STEPS = 3
 # Wall-clock entries of the log: the only ones that may differ between two equal runs.
 TIMINGS = ("train_runtime", "train_samples_per_second", "train_steps_per_second")
