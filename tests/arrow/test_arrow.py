@@ -287,7 +287,7 @@ def test_collators_without_an_arrow_path_take_the_batch_as_rows(
 ):
     # The batch is also a sequence of rows, so a collator that iterates its features works on
     # it unchanged (without the speed-up): transformers' here. fastcollate's family collators
-    # read it from Arrow instead (tests/test_arrow_family.py); same batches either way.
+    # read it from Arrow instead (tests/arrow/test_arrow_family.py); same batches either way.
     dataset = datasets.Dataset.from_dict(
         {"input_ids": [[101, 5, 102], [101, 102], [101, 7, 8, 102]],
          "labels": [[-100, 3, -100], [-100, -100], [1, 2, 3, 4]]}

@@ -361,7 +361,7 @@ def test_flattening_layout_and_separate_cu_seq_lens():
 
 # mask_rng="torch" masks with transformers' own methods and random streams: the same masks as
 # transformers' collator under the same seed. The default native masking is checked against
-# transformers' distributions in tests/test_masking.py.
+# transformers' distributions in tests/collators/test_masking.py.
 TORCH_MASKS = {"mask_rng": "torch"}
 MASK_PROBABILITIES = [(0.8, 0.1), (1.0, 0.0), (0.0, 1.0), (0.5, 0.4), (0.5, 0.0)]
 

@@ -1,4 +1,4 @@
-"""Hostile inputs at every entry point (tests/fuzz_cases.py builds them from a seed): only a
+"""Hostile inputs at every entry point (tests/support/fuzz_cases.py builds them from a seed): only a
 ValueError / TypeError (or exactly what transformers raises for that input), never a panic or a
 crash, input never changed, and transformers' output wherever both succeed.
 
@@ -82,8 +82,9 @@ def test_hostile_inputs_keep_the_rules(worker, seed):
     assert not result["violations"], result
 
 
-# The torch-function-mode family (tests/fuzz_cases.py `run_under_mode`): every batch of tensor
-# rows, under a mode that lies about what a tensor reports or moves the rows' memory mid-call.
+# The torch-function-mode family (tests/support/fuzz_cases.py `run_under_mode`): every batch of
+# tensor rows, under a mode that lies about what a tensor reports or moves the rows' memory
+# mid-call.
 @settings(
     max_examples=int(os.environ.get("FASTCOLLATE_FUZZ_MODE_EXAMPLES", "200")),
     deadline=None,

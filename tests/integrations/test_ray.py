@@ -4,8 +4,8 @@
   gives, batch for batch, what transformers' DataCollatorWithPadding gives for the same rows,
   and every row once per epoch;
 - Ray Train: `TorchTrainer` with 2 CPU workers running fastcollate.Trainer gives the losses and
-  batches of the same run under torchrun (tests/multiprocess_train.py); the workers' Ray Data
-  shards, collated by fastcollate, hold transformers' batches, every row once per epoch from
+  batches of the same run under torchrun (tests/support/multiprocess_train.py); the workers' Ray
+  Data shards, collated by fastcollate, hold transformers' batches, every row once per epoch from
   `streaming_split(equal=False)`, and all rows but Ray's remainder from Ray Train's own
   (equal) split.
 
@@ -149,7 +149,7 @@ def test_ray_collate_fn_names_missing_columns(bert_tokenizer):
 
 @pytest.fixture(scope="module")
 def ray_and_torchrun(cluster, parquet_dir, tmp_path_factory):
-    """The same fastcollate.Trainer run (tests/multiprocess_train.py, seed 3) on 2 Ray Train
+    """The same fastcollate.Trainer run (tests/support/multiprocess_train.py, seed 3) on 2 Ray Train
     CPU workers and on 2 torchrun processes."""
     from ray.train import RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer

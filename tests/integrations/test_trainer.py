@@ -227,7 +227,7 @@ def test_patched_transformers_trainer(model_path, tokenizer, splits, tmp_path, r
         assert isinstance(trainer.data_collator, fastcollate.DataCollatorWithPadding)
         assert isinstance(trainer._get_train_sampler(), fastcollate.LengthGroupedSampler)
         # A feature extractor gets fastcollate's collator too, which pads as the extractor does
-        # (tests/test_patch_processing_classes.py compares their batches).
+        # (tests/integrations/test_patch_processing_classes.py compares their batches).
         extractor = Wav2Vec2FeatureExtractor()
         other = transformers.Trainer(
             new_model(model_path), training_args(tmp_path, "random"), processing_class=extractor

@@ -283,7 +283,7 @@ def test_numpy_and_tensor_rows():
                                           fastcollate.LengthGroupedStream])
 def test_accelerate_cutting_the_stream_again_is_refused(stream_class):
     # What accelerator.prepare wraps a stream in on two processes with dispatch_batches=False;
-    # tests/test_multiprocess_packed_stream.py prepares it for real under torchrun.
+    # tests/sampling/test_multiprocess_packed_stream.py prepares it for real under torchrun.
     from accelerate.data_loader import IterableDatasetShard
 
     rows = make_rows([5, 9, 30, 12, 7])

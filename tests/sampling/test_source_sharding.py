@@ -2,7 +2,7 @@
 torch IterableDataset that splits itself by DataLoader worker (0, 1, 2 workers), over
 `datasets` streams split with `split_dataset_by_node`, and over sources they cannot see into
 (refused with several readers, naming `source_sharded=`). Ray Data shards under Ray Train:
-tests/test_ray_streams.py."""
+tests/integrations/test_ray_streams.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Rank-aware batch samplers through `accelerator.prepare`, run by
-tests/test_multiprocess_accelerate.py under torchrun (2 processes, gloo on CPU). Each rank
-writes OUT/rank{N}.json: per case, the dataset rows of every batch its prepared loader yielded
+tests/integrations/test_multiprocess_accelerate.py under torchrun (2 processes, gloo on CPU). Each
+rank writes OUT/rank{N}.json: per case, the dataset rows of every batch its prepared loader yielded
 per epoch, or the error the case raised."""
 
 from __future__ import annotations

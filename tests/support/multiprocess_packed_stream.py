@@ -1,6 +1,6 @@
 """PackedStream and LengthGroupedStream in two processes (torchrun, gloo on CPU), run by
-tests/test_multiprocess_packed_stream.py. Each rank writes OUT/rank{N}.json: the rows of every
-batch a plain DataLoader over a PackedStream / LengthGroupedStream yielded per epoch, the
+tests/sampling/test_multiprocess_packed_stream.py. Each rank writes OUT/rank{N}.json: the rows of
+every batch a plain DataLoader over a PackedStream / LengthGroupedStream yielded per epoch, the
 rows of every batch fastcollate.Trainer (whose loader accelerate prepares) trained on with
 train_sampling_strategy="packed" and "group_by_length" on a stream, and what iterating such a
 DataLoader after `accelerator.prepare` gave (an error) with and without dispatch_batches, with

@@ -1,6 +1,6 @@
 """A tiny causal-LM fine-tune with train_sampling_strategy="packed", run by
-tests/test_multiprocess_packing.py under torchrun (2 processes, gloo on CPU). Each rank writes
-OUT/rank{N}.json: the dataset rows of every packed batch it trained on (recovered from the
+tests/integrations/test_multiprocess_packing.py under torchrun (2 processes, gloo on CPU). Each rank
+writes OUT/rank{N}.json: the dataset rows of every packed batch it trained on (recovered from the
 flattened input_ids and position_ids), the logged losses and its sampler's batch count."""
 
 from __future__ import annotations

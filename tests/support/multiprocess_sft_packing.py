@@ -1,5 +1,5 @@
 """SFTTrainer with `packing=True` on a tiny random-weight Llama, run by
-tests/test_multiprocess_sft_packing.py under torchrun (2 processes, gloo on CPU): each rank
+tests/trl/test_multiprocess_sft_packing.py under torchrun (2 processes, gloo on CPU): each rank
 trains twice from the same seed, with TRL alone and under `fastcollate.patch_trl()`, and writes
 OUT/rank{N}.json: for each run the batches it trained on, its own (not yet gathered) loss each
 step, the logged losses, the collator, which `_prepare_dataset` ran and the prepared train

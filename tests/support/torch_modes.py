@@ -1,5 +1,6 @@
 """torch function modes that lie about what a tensor reports, or move its memory mid-call:
-shared by tests/test_torch_function_modes.py and the fuzz family in tests/fuzz_cases.py."""
+shared by tests/collators/test_torch_function_modes.py and the fuzz family in
+tests/support/fuzz_cases.py."""
 
 from __future__ import annotations
 
