@@ -1,5 +1,4 @@
 """A local Ray cluster for the tests (`ray.init(num_cpus=2)`), whose workers import fastcollate
-from tests.support.repository import child_pythonpath
 and `tests.support` from where the test process does, and which leaves no session folder
 behind when it ends."""
 
