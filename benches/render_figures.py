@@ -11,7 +11,7 @@ command measured.
 
 A page marks each generated figure with `<!-- figures: NAME -->` ... `<!-- /figures -->`
 (inline for a number inside a sentence, around a block for a table); everything between the
-markers is replaced by what `RENDERERS[NAME]` makes from the results. tests/test_figures.py
+markers is replaced by what `RENDERERS[NAME]` makes from the results. tests/project/test_figures.py
 fails when a page differs from this script's output, or when a figure stands outside the
 markers.
 

@@ -1,4 +1,4 @@
-"""Soak run of the hostile-input fuzzer (tests/fuzz_cases.py) over many seeds, reporting
+"""Soak run of the hostile-input fuzzer (tests/support/fuzz_cases.py) over many seeds, reporting
 counts: calls, outcomes (fastcollate vs transformers), outputs compared, violations (crashes,
 panics, wrong exception types, changed inputs, outputs that differ from transformers').
 
@@ -20,13 +20,15 @@ import subprocess
 import sys
 import time
 
-WORKER = os.path.join(os.path.dirname(__file__), "..", "tests", "fuzz_cases.py")
+# The worker runs as `python -m tests.support.fuzz_cases` from the repository root.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BATCH = 500
 
 
 def run_range(seeds) -> subprocess.Popen:
     process = subprocess.Popen(
-        [sys.executable, WORKER],
+        [sys.executable, "-m", "tests.support.fuzz_cases"],
+        cwd=ROOT,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

