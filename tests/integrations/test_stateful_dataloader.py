@@ -16,9 +16,12 @@ import torch
 import transformers
 from accelerate import Accelerator
 from accelerate.utils import DataLoaderConfiguration
-from test_stream_resume import Recording, StopAfterSave
 
 import fastcollate
+from tests.support.resume_runs import Recording, StopAfterSave
+
+# Two of the loop's cases run DataLoader workers; the Trainer cases train twice.
+pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
 
 pytest.importorskip("torchdata.stateful_dataloader")
 

@@ -13,31 +13,12 @@ import torch
 import transformers
 
 import fastcollate
+from tests.support.resume_runs import Recording, StopAfterSave
 from tests.support.tiny_models import counting_rows, tiny_config, tiny_model
 
 ROWS = 40
 BUDGET = 64
 BATCH = 4
-
-
-class Recording(fastcollate.Trainer):
-    def compute_loss(self, model, inputs, *args, **kwargs):
-        self.seen.append(inputs["input_ids"].tolist())
-        return super().compute_loss(model, inputs, *args, **kwargs)
-
-
-class StopAfterSave(transformers.TrainerCallback):
-    """Saves a checkpoint at step `at` and stops there, as if the job were killed after it."""
-
-    def __init__(self, at):
-        self.at = at
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if state.global_step == self.at:
-            control.should_save = True
-
-    def on_save(self, args, state, control, **kwargs):
-        control.should_training_stop = True
 
 
 def stream_of(sequences):

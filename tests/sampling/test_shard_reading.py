@@ -9,6 +9,7 @@ honoured refused with the argument to change."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 from collections import Counter
 
@@ -18,6 +19,14 @@ import torch
 from datasets.distributed import split_dataset_by_node
 
 import fastcollate
+
+# DataLoader workers and ranks are forked here: the rows-read counter below is inherited
+# shared memory, and the ranks' loop is a local function.
+pytestmark = [
+    pytest.mark.multiprocess,
+    pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(),
+                       reason="the fork start method is unavailable on this platform"),
+]
 
 ROWS = 96
 SHARDS = 8
