@@ -38,7 +38,7 @@ def output_kind(return_tensors: str | None) -> str:
     return "a torch tensor" if return_tensors == "pt" else "a numpy array"
 
 
-def torch_module():
+def torch_module() -> Any:
     torch = sys.modules.get("torch")
     if torch is not None:
         return torch  # a dict lookup: cheaper than an import statement, on every batch

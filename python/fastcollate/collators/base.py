@@ -5,7 +5,7 @@ inputs together with their labels."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from .._internal.main_input import MainValues, main_input_kind
 from .._internal.rows import first_row
@@ -27,7 +27,7 @@ def framework(return_tensors: Any) -> str:
         raise ValueError(
             f"Framework '{return_tensors}' not recognized! Use return_tensors='pt' or 'np'."
         )
-    return value
+    return cast(str, value)
 
 
 def batch_rows(features: Any, main_input: str) -> Any:
@@ -52,7 +52,7 @@ def first_keys(features: Any) -> Any:
 
 def has_nulls(batch: ArrowBatch, column: str) -> bool:
     """Whether `column` of the batch's source holds a null anywhere (None in a row)."""
-    return batch.source.null_count(column) > 0
+    return cast(bool, batch.source.null_count(column) > 0)
 
 
 class DataCollatorMixin:
@@ -91,18 +91,18 @@ class TakesArrowBatches:
 
 
 def padded_with_labels(
-    features: list,
+    features: list[Any],
     settings: PadSettings,
     padding: Any,
     max_length: int | None,
     pad_to_multiple_of: int | None,
     return_tensors: str,
     *,
-    label_follower: tuple | None = None,
-    label_group: tuple | None = None,
-    dtypes: dict | None = None,
-    keys: list | None = None,
-) -> dict:
+    label_follower: tuple[Any, ...] | None = None,
+    label_group: tuple[Any, ...] | None = None,
+    dtypes: dict[str, Any] | None = None,
+    keys: list[Any] | None = None,
+) -> dict[str, Any]:
     """One native call: the tokenizer's pad group (plus, for token classification, the labels
     as an independent follower) and, for seq2seq, a separate labels group."""
     group = padding_group(settings, padding, max_length, pad_to_multiple_of, None)

@@ -52,7 +52,7 @@ class PadSettings(NamedTuple):
         return cls._resolve(tokenizer, pad_token_id, pad_token_type_id, padding_side,
                             model_input_names)
 
-    def agrees_with(self, settings: tuple) -> bool:
+    def agrees_with(self, settings: tuple[Any, ...]) -> bool:
         """Whether these are the settings `tokenizer_state.keyed_settings` lists."""
         return (
             self.pad_token_id,
@@ -223,7 +223,7 @@ def main_group(
     max_length: int | None,
     pad_to_multiple_of: int | None,
     return_attention_mask: bool | None,
-) -> tuple:
+) -> tuple[Any, ...]:
     """The pad group `tokenizer._pad` applies: the main input, token_type_ids,
     special_tokens_mask and (when asked for) the attention mask."""
     check_pad_to_multiple_of(pad_to_multiple_of)
@@ -250,8 +250,8 @@ def main_group(
 
 
 _PLAIN_OPTION_TYPES = frozenset((bool, int, str, type(None)))
-_GROUPS: dict[tuple, tuple] = {}
-_GROUPS_OF_SETTINGS: dict[tuple, tuple] = {}
+_GROUPS: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+_GROUPS_OF_SETTINGS: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 _MAX_GROUPS = 256
 
 
@@ -261,7 +261,7 @@ def padding_group(
     max_length: int | None,
     pad_to_multiple_of: int | None,
     return_attention_mask: bool | None,
-) -> tuple:
+) -> tuple[Any, ...]:
     """`resolve_padding` then `main_group`: the pad group for these settings and options,
     remembered. A collator pads every batch with the same ones, and working the group out
     again on every batch is not free. Only options of plain types are
@@ -291,7 +291,7 @@ def _padding_group(
     max_length: int | None,
     pad_to_multiple_of: int | None,
     return_attention_mask: bool | None,
-) -> tuple:
+) -> tuple[Any, ...]:
     # Every field but model_input_names (a tuple of names), with its type.
     values = (padding, max_length, pad_to_multiple_of, return_attention_mask, *settings[:3],
               *settings[4:])
