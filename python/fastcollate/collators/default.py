@@ -209,6 +209,7 @@ def default_data_collator(features: list[Any], return_tensors: str = "pt") -> di
     if explicit is not None and label_key not in by_torch and label_key not in final:
         # Labels transformers builds with an explicit dtype that the native module left as
         # objects (tensors with dimensions, ...): the same explicit conversion.
+        assert label_key is not None  # `explicit` is None without a label key
         value = out[label_key]
         if pt and value.dtype != getattr(torch_module(), explicit):
             out[label_key] = value.to(getattr(torch_module(), explicit))

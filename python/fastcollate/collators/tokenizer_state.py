@@ -169,13 +169,14 @@ def has_state_key(tokenizer: Any, key: tuple[Any, ...]) -> bool:
                 return False
         elif _pad_id_inputs(special, backend) != expected:
             return False
-        return (
+        same: bool = (
             attributes[TOKENIZER_PAD_TOKEN_TYPE_ID] == key[2]
             and attributes["padding_side"] == key[3]
             # (Not a list: never equal, so read through its attributes every call.)
             and attributes["model_input_names"] == key[4]
             and attributes["model_max_length"] == key[5]
         )
+        return same
     except (KeyError, AttributeError, TypeError):
         return False
 

@@ -19,7 +19,7 @@ _MASK = "\0mask:"
 
 def token_columns(
     batch: ArrowBatch, keys: Sequence[str], scalars: Sequence[str]
-) -> dict | None:
+) -> dict[str, Any] | None:
     """`{key: (values, lengths)}` for each token column of `keys` (int64, right-padded with 0,
     and each row's length) and `{key: list}` (Python numbers, as `datasets` gives them) for each
     of `scalars`. None where the row path must decide, giving the same output or its own error:
@@ -37,7 +37,9 @@ def token_columns(
         value_type = getattr(schema.field(key).type, "value_type", None)
         if value_type is None or not pa.types.is_integer(value_type):
             return None
-    groups: list[tuple] = [(key, 0, "longest", None, None, False, [], _MASK + key) for key in keys]
+    groups: list[tuple[Any, ...]] = [
+        (key, 0, "longest", None, None, False, [], _MASK + key) for key in keys
+    ]
     try:
         native = batch.collate(
             groups, float32=False, dtypes=dict.fromkeys(keys, "int64"), keys=[*keys, *scalars]
@@ -53,7 +55,7 @@ def token_columns(
 
 
 def joined(
-    prompt: tuple, completion: tuple, max_length: int | None, keep_end: bool
+    prompt: tuple[Any, ...], completion: tuple[Any, ...], max_length: int | None, keep_end: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each row's prompt followed by its completion, cut to `max_length` from the start or (keep
     end) from the end: (values, lengths, the column where each completion starts after the
