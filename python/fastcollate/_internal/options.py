@@ -4,7 +4,7 @@ ValueError naming the option, instead of a failure deep inside."""
 from __future__ import annotations
 
 import operator
-from typing import Any
+from typing import Any, cast
 
 
 def checked_count(value: Any, name: str, minimum: int) -> int:
@@ -18,4 +18,4 @@ def checked_count(value: Any, name: str, minimum: int) -> int:
         raise TypeError(f"{name} must be an integer, not {type(value).__name__}") from None
     if value < minimum:
         raise ValueError(f"{name} must be at least {minimum}, not {value}")
-    return value
+    return cast(int, value)  # an int: operator.index gave it

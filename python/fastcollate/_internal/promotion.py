@@ -10,7 +10,7 @@ tensor their own dtype; the leaves' dtypes are then promoted as torch or numpy p
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -23,7 +23,7 @@ UNKNOWN = object()
 _NUMPY_PYTHON_LEAVES = {bool: np.dtype(bool), int: np.dtype(np.int64), float: np.dtype(np.float64)}
 
 
-def _numpy_leaves(value: Any, out: set) -> bool:
+def _numpy_leaves(value: Any, out: set[Any]) -> bool:
     """Adds the numpy dtypes `np.array` discovers in `value` to `out`; False: unknown leaves."""
     kind = type(value)
     if kind in _NUMPY_PYTHON_LEAVES:
@@ -44,7 +44,7 @@ def _numpy_leaves(value: Any, out: set) -> bool:
     return False
 
 
-def _torch_leaves(value: Any, out: set, torch: Any) -> bool:
+def _torch_leaves(value: Any, out: set[Any], torch: Any) -> bool:
     """Adds the torch dtypes `torch.tensor` infers from `value` to `out`."""
     kind = type(value)
     if kind is bool:
@@ -70,7 +70,7 @@ def _torch_leaves(value: Any, out: set, torch: Any) -> bool:
 
 
 def _numpy_dtype_of_torch(dtype: Any) -> np.dtype:
-    return torch_module().empty(0, dtype=dtype).numpy().dtype
+    return cast(np.dtype, torch_module().empty(0, dtype=dtype).numpy().dtype)
 
 
 def _row_dtype_numpy(value: Any) -> Any:
@@ -79,7 +79,7 @@ def _row_dtype_numpy(value: Any) -> Any:
         return value.dtype
     if is_torch_tensor(value):
         return _numpy_dtype_of_torch(value.dtype)
-    leaves: set = set()
+    leaves: set[Any] = set()
     if not _numpy_leaves(value, leaves):
         return UNKNOWN
     # An empty sequence is float64 in numpy.
@@ -134,10 +134,10 @@ def stacked_dtype(values: Iterable[Any], return_tensors: str, first: Any) -> Any
 _SCALARS = frozenset((int, bool, float))
 
 
-def _python_leaves(values: Iterable[Any]) -> tuple[set, list]:
+def _python_leaves(values: Iterable[Any]) -> tuple[set[Any], list[Any]]:
     """The Python scalar types among the leaves of flat list/tuple rows and scalar rows,
     gathered with one C-level pass per row, and every value that needs a closer look."""
-    scalars: set = set()
+    scalars: set[Any] = set()
     others = []
     for value in values:
         kind = type(value)

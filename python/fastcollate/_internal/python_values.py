@@ -17,7 +17,7 @@ from .tensors import is_torch_tensor
 _NUMBERS = (int, float, np.number)
 
 
-def as_python_values(values: list) -> list:
+def as_python_values(values: list[Any]) -> list[Any]:
     """One key's values (one per row) as tokenizer.pad converts them: unchanged when every one
     is a number, else each one through `as_python_value`."""
     if all(isinstance(value, _NUMBERS) for value in values):

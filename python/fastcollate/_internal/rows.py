@@ -17,7 +17,7 @@ def missing_main_input(
     )
 
 
-def first_row(rows: Sequence[Any], main_input: str, action: str) -> Mapping:
+def first_row(rows: Sequence[Any], main_input: str, action: str) -> Mapping[str, Any]:
     """Row 0 of a list of rows, after checking the batch is not empty, row 0 is a mapping and
     it holds the main input. `action` ("pad", "collate") goes into the empty-batch message."""
     if not rows:

@@ -25,7 +25,7 @@ class SetAside(NamedTuple):
 
     features: Any
     keys: list[str] | None
-    masks: list
+    masks: list[Any]
 
 
 def set_aside_masks(features: Any, keys: list[str] | None = None) -> SetAside | None:
@@ -61,13 +61,13 @@ def set_aside_masks(features: Any, keys: list[str] | None = None) -> SetAside | 
     return None
 
 
-def put_back(batch: dict, aside: SetAside, return_tensors: str | None) -> None:
+def put_back(batch: dict[str, Any], aside: SetAside, return_tensors: str | None) -> None:
     """Puts the set-aside masks into the padded batch, stacked and converted as transformers
     does: in place of a mask the padding created, else last."""
     batch[MASK] = _as_requested(_stacked(aside.masks), return_tensors)
 
 
-def _stacked(masks: list) -> Any:
+def _stacked(masks: list[Any]) -> Any:
     """The masks as transformers stacks them; a ValueError when their shapes differ."""
     sample = masks[0]
     try:

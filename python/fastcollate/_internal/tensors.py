@@ -38,7 +38,7 @@ def output_kind(return_tensors: str | None) -> str:
     return "a torch tensor" if return_tensors == "pt" else "a numpy array"
 
 
-def torch_module():
+def torch_module() -> Any:
     torch = sys.modules.get("torch")
     if torch is not None:
         return torch  # a dict lookup: cheaper than an import statement, on every batch
@@ -64,7 +64,7 @@ def is_torch_tensor(value: Any) -> bool:
     return torch is not None and isinstance(value, torch.Tensor)
 
 
-def raw_to_tensor(key: str, values: list, return_tensors: str | None):
+def raw_to_tensor(key: str, values: list[Any], return_tensors: str | None) -> Any:
     """Values the native module left as Python objects (strings, nested lists, numpy scalars
     of their own dtype, ...): converted as transformers converts them, except that ragged data
     raises instead of building an object array."""
@@ -88,7 +88,7 @@ def raw_to_tensor(key: str, values: list, return_tensors: str | None):
     return array
 
 
-def _stacked(values: list, return_tensors: str) -> Any:
+def _stacked(values: list[Any], return_tensors: str) -> Any:
     if return_tensors == "pt":
         torch = torch_module()
         if values and isinstance(values[0], np.ndarray):
@@ -101,7 +101,7 @@ def _stacked(values: list, return_tensors: str) -> Any:
     return np.asarray(values)
 
 
-def _first_failing_row(values: list, stack: Any, return_tensors: str) -> int:
+def _first_failing_row(values: list[Any], stack: Any, return_tensors: str) -> int:
     """The first row whose value, with the rows before it, no longer makes a tensor with
     `stack` (or makes an object array): the row to name in an error, looked for only once the
     whole key failed."""
@@ -115,7 +115,7 @@ def _first_failing_row(values: list, stack: Any, return_tensors: str) -> int:
     return 0
 
 
-def as_batch_encoding_tensor(key: str, values: list, return_tensors: str | None) -> Any:
+def as_batch_encoding_tensor(key: str, values: list[Any], return_tensors: str | None) -> Any:
     """`BatchEncoding(..., tensor_type=return_tensors)`'s conversion of one key's values (numpy
     / torch values that tokenizer.pad left unconverted): stacked with their own dtypes."""
     if return_tensors is None:
@@ -137,7 +137,7 @@ def as_batch_encoding_tensor(key: str, values: list, return_tensors: str | None)
     return array
 
 
-def _stacked_as_batch_encoding(values: list, return_tensors: str) -> Any:
+def _stacked_as_batch_encoding(values: list[Any], return_tensors: str) -> Any:
     if return_tensors == "pt":
         torch = torch_module()
         if isinstance(values[0], np.ndarray):
@@ -150,7 +150,7 @@ def convert(
     batch: Mapping[str, Any],
     return_tensors: str | None,
     stacked_as_batch_encoding: Collection[str] = (),
-) -> dict:
+) -> dict[str, Any]:
     """Native output -> the requested format. The native module gives numpy arrays, and lists
     for keys it left as Python objects (and, with return_tensors=None, for ragged rows); those
     named in `stacked_as_batch_encoding` are converted by `as_batch_encoding_tensor`."""
@@ -232,7 +232,7 @@ def refuse_pinning_in_worker() -> None:
         )
 
 
-def pin_tensors(batch: dict, filled: PinnedOutputBuffers | None = None) -> None:
+def pin_tensors(batch: dict[str, Any], filled: PinnedOutputBuffers | None = None) -> None:
     """Replaces every torch tensor of `batch` with a copy in page-locked host memory (torch's
     pinned allocator), so `.to("cuda", non_blocking=True)` copies asynchronously — except the
     tensors `filled` made (pinned already: the native module padded straight into them). The
@@ -247,7 +247,7 @@ def pin_tensors(batch: dict, filled: PinnedOutputBuffers | None = None) -> None:
             batch[key] = value.pin_memory()
 
 
-_BATCH_ENCODING: list = []
+_BATCH_ENCODING: list[tuple[Any, dict[str, Any], bool, Any] | None] = []
 # What an empty BatchEncoding holds besides `data` in the transformers versions this knows: then
 # its attributes are set one by one (no copy of a prototype dict to make).
 _USUAL_ATTRIBUTES = {BATCH_ENCODING_ENCODINGS: None, BATCH_ENCODING_N_SEQUENCES: None}
@@ -280,7 +280,7 @@ def batch_encoding_parts() -> tuple[type, dict[str, Any]] | None:
     return found[0], dict(found[1])
 
 
-def batch_encoding(data: dict):
+def batch_encoding(data: dict[str, Any]) -> Any:
     """A transformers.BatchEncoding (so `.to(device)` works) when transformers is installed,
     else the plain dict."""
     found = _BATCH_ENCODING[0] if _BATCH_ENCODING else _batch_encoding_class()

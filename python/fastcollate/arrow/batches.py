@@ -15,7 +15,8 @@ call.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, cast
 
 from .. import _native
 from .._internal.datasets import is_datasets_dataset
@@ -107,18 +108,18 @@ class ArrowBatches:
 
     # -- per-process state ------------------------------------------------------------------
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         # The numpy views are rebuilt in each process; only the dataset travels.
         return {"dataset": self.dataset, "columns": self.columns}
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.dataset = state["dataset"]
         self.columns = state["columns"]
         self._cache = {}
 
-    def rows(self, indices: list[int]) -> list[dict]:
+    def rows(self, indices: list[int]) -> list[dict[str, Any]]:
         """The rows at `indices`, as `datasets` gives them (the row path)."""
-        return self._rows_dataset().__getitems__(indices)
+        return cast(list[dict[str, Any]], self._rows_dataset().__getitems__(indices))
 
     @property
     def schema(self) -> Any:
@@ -127,7 +128,7 @@ class ArrowBatches:
 
     def null_count(self, column: str) -> int:
         """How many rows of the dataset's `column` are null."""
-        return self.dataset.data.table.column(column).null_count
+        return cast(int, self.dataset.data.table.column(column).null_count)
 
     def _rows_dataset(self) -> Any:
         rows = self._cache.get("rows")
@@ -136,7 +137,7 @@ class ArrowBatches:
             self._cache["rows"] = rows
         return rows
 
-    def native_columns(self) -> tuple[list, Any]:
+    def native_columns(self) -> tuple[list[Any], Any]:
         """The native ArrowColumn of each column and of the indices mapping (None when the
         dataset has none), built on first use in this process."""
         native = self._cache.get("native")
@@ -166,7 +167,7 @@ class ArrowBatch:
 
     @property
     def columns(self) -> list[str]:
-        return self.source.columns
+        return cast(list[str], self.source.columns)
 
     def __len__(self) -> int:
         return len(self.indices)
@@ -181,12 +182,12 @@ class ArrowBatch:
             return self._first
         return self.source[self.indices[i]]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[dict[str, Any]]:
         return iter(self.rows())
 
-    def rows(self) -> list[dict]:
+    def rows(self) -> list[dict[str, Any]]:
         """The batch as Python rows, as `datasets` gives them (the row path)."""
-        return self.source.rows(self.indices)
+        return cast(list[dict[str, Any]], self.source.rows(self.indices))
 
     def require(self, key: str) -> ArrowBatch:
         """Raises the error `pad` raises for rows without `key` (row 0 is the first it names)."""
@@ -196,15 +197,15 @@ class ArrowBatch:
 
     def collate(
         self,
-        groups: list,
+        groups: list[Any],
         *,
         float32: bool,
         allow_ragged: bool = False,
-        dtypes: dict | None = None,
-        keys: list | None = None,
+        dtypes: dict[str, Any] | None = None,
+        keys: list[Any] | None = None,
         keep_arrays: bool = False,
         output_buffer: Any = None,
-    ) -> dict:
+    ) -> dict[str, Any]:
         """`_native.collate` for these rows: same groups, options and output (`keep_arrays`
         changes nothing: Arrow rows hold no numpy or torch values)."""
         del keep_arrays
@@ -221,7 +222,7 @@ class ArrowBatch:
             output_buffer=output_buffer,
         )
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (ArrowBatch, (self.source, self.indices))
 
     def __repr__(self) -> str:

@@ -4,7 +4,7 @@ the native `ArrowColumn` built from them: which columns the Arrow path can read,
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -21,7 +21,7 @@ def _value_type(arrow_type: Any) -> str | None:
     if types.is_boolean(arrow_type):
         return "bool"
     if types.is_integer(arrow_type) or types.is_floating(arrow_type):
-        return np.dtype(arrow_type.to_pandas_dtype()).name
+        return cast(str, np.dtype(arrow_type.to_pandas_dtype()).name)
     return None
 
 
@@ -58,13 +58,13 @@ def _view(buffer: Any, dtype: Any, offset: int, length: int) -> np.ndarray:
     )
 
 
-def _bitmap(buffer: Any, bit_offset: int, null_count: int) -> tuple | None:
+def _bitmap(buffer: Any, bit_offset: int, null_count: int) -> tuple[Any, ...] | None:
     if null_count == 0 or buffer is None:
         return None
     return (_read_only(np.frombuffer(buffer, dtype=np.uint8)), bit_offset)
 
 
-def _values(array: Any) -> tuple:
+def _values(array: Any) -> tuple[Any, ...]:
     """(type name, view, length, bit offset, validity) of a primitive Arrow array."""
     name = _value_type(array.type)
     buffers = array.buffers()
@@ -80,7 +80,7 @@ def _values(array: Any) -> tuple:
     return name, _view(buffers[1], dtype, array.offset, len(array)), len(array), 0, validity
 
 
-def _chunk(array: Any) -> tuple:
+def _chunk(array: Any) -> tuple[Any, ...]:
     """One Arrow array as the native ArrowColumn takes it, honoring the array's own slice."""
     import pyarrow as pa
 

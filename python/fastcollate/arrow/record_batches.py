@@ -10,7 +10,7 @@ for `batch.to_pylist()`, the row path, which is also what any other collator is 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from .. import _native
 from .batches import ArrowBatch, accepts_arrow_batches
@@ -26,28 +26,28 @@ class _RecordBatchSource:
     def __init__(self, table: Any):
         self.table = table
         self.columns = list(table.column_names)
-        self._native: tuple[list, None] | None = None
+        self._native: tuple[list[Any], None] | None = None
 
-    def native_columns(self) -> tuple[list, None]:
+    def native_columns(self) -> tuple[list[Any], None]:
         if self._native is None:
             columns = [_native_column(name, self.table.column(name)) for name in self.columns]
             self._native = (columns, None)
         return self._native
 
-    def rows(self, indices: list[int]) -> list[dict]:
+    def rows(self, indices: list[int]) -> list[dict[str, Any]]:
         if indices == list(range(self.table.num_rows)):
-            return self.table.to_pylist()
-        return self.table.take(indices).to_pylist()
+            return cast(list[dict[str, Any]], self.table.to_pylist())
+        return cast(list[dict[str, Any]], self.table.take(indices).to_pylist())
 
-    def __getitem__(self, index: int) -> dict:
-        return self.table.slice(index, 1).to_pylist()[0]
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return cast(dict[str, Any], self.table.slice(index, 1).to_pylist()[0])
 
     @property
     def schema(self) -> Any:
         return self.table.schema
 
     def null_count(self, column: str) -> int:
-        return self.table.column(column).null_count
+        return cast(int, self.table.column(column).null_count)
 
 
 def _native_column(name: str, column: Any) -> Any:

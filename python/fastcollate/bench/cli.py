@@ -279,8 +279,8 @@ def validate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         if stray:
             parser.error(f"{', '.join(stray)}: only without --sampling")
         if args.batch_sizes is not None and len(args.batch_sizes) != 1:
-            given = ",".join(map(str, args.batch_sizes))
-            parser.error(f"--sampling takes one batch size (the rows per batch), got {given}")
+            sizes = ",".join(map(str, args.batch_sizes))
+            parser.error(f"--sampling takes one batch size (the rows per batch), got {sizes}")
     else:
         given = [name for name in SAMPLING_OPTIONS if getattr(args, name) not in (None, False)]
         stray = [_flag(name) for name in given]

@@ -234,7 +234,7 @@ def _collator_cases(rows: int) -> list[_CollatorCase]:
     kto = preference.rename_columns(
         {"chosen_ids": "completion_ids", "rejected_ids": "KL_completion_ids"}
     ).select_columns(["prompt_ids", "completion_ids", "KL_completion_ids", "label"])
-    keep_end = {"max_length": 512, "truncation_mode": "keep_end"}
+    keep_end: dict[str, Any] = {"max_length": 512, "truncation_mode": "keep_end"}
     return [
         _CollatorCase("SFT padded", sft, *sft_pair()),
         _CollatorCase("SFT padding-free", sft, *sft_pair(padding_free=True)),
@@ -313,7 +313,10 @@ def trl_prepare(dataset: datasets.Dataset, max_length: int) -> datasets.Dataset:
         seed=42,
         packing_strategy="bfd",
     )
-    return SFTTrainer._prepare_dataset(trainer, dataset, None, config, False, None, "train")
+    # Stand-ins for the trainer and config (TRL reads only the attributes set above).
+    return SFTTrainer._prepare_dataset(
+        trainer, dataset, None, config, False, None, "train"  # type: ignore[arg-type]
+    )
 
 
 def _same_dataset(ours: datasets.Dataset, theirs: datasets.Dataset, where: str) -> None:
@@ -384,7 +387,7 @@ def run_packing(settings: TrlSettings, progress: Callable[[str], None]) -> list[
             fast_trl.pack_dataset, dataset, PACK_SEQ_LENGTH, "bfd", whole_dataset=True
         )
         ours_s, ours, first_s = _best_of(whole, settings.repeat)
-        fill = filled_share(ours, PACK_SEQ_LENGTH)
+        whole_fill = filled_share(ours, PACK_SEQ_LENGTH)
         results.append(
             TrlResult(
                 "pack_dataset",
@@ -392,11 +395,11 @@ def run_packing(settings: TrlSettings, progress: Callable[[str], None]) -> list[
                 rows,
                 None,
                 ours_s,
-                (None, fill),
+                (None, whole_fill),
                 first_s,
             )
         )
-        progress(f"pack_dataset bfd whole_dataset, {rows:,} rows: {fill:.2%} full")
+        progress(f"pack_dataset bfd whole_dataset, {rows:,} rows: {whole_fill:.2%} full")
     return results
 
 
@@ -436,6 +439,7 @@ def format_tables(results: list[TrlResult], settings: TrlSettings) -> str:
     ]
     for r in results:
         if r.section == "collator":
+            assert r.trl_seconds is not None  # every collator row holds TRL's time
             lines.append(
                 f"{r.case:<20}{r.size:>6}{r.trl_seconds * 1e6:>12.0f}"
                 f"{r.fastcollate_seconds * 1e6:>16.0f}{r.ratio:>8.1f}x"
@@ -462,6 +466,7 @@ def format_tables(results: list[TrlResult], settings: TrlSettings) -> str:
     ]
     for r in results:
         if r.section == "pack_dataset":
+            assert r.fill is not None  # every pack_dataset row holds its fill
             trl_s = "" if r.trl_seconds is None else f"{r.trl_seconds:.2f}"
             ratio = "" if r.ratio is None else f"{r.ratio:.1f}x"
             trl_fill = "" if r.trl_seconds is None else f"{r.fill[0]:.2%}"

@@ -5,7 +5,7 @@ inputs together with their labels."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from .. import _native
 from .._internal.main_input import MainValues, main_input_kind
@@ -28,7 +28,7 @@ def framework(return_tensors: Any) -> str:
         raise ValueError(
             f"Framework '{return_tensors}' not recognized! Use return_tensors='pt' or 'np'."
         )
-    return value
+    return cast(str, value)
 
 
 def batch_rows(features: Any, main_input: str) -> Any:
@@ -53,7 +53,7 @@ def first_keys(features: Any) -> Any:
 
 def has_nulls(batch: ArrowBatch, column: str) -> bool:
     """Whether `column` of the batch's source holds a null anywhere (None in a row)."""
-    return batch.source.null_count(column) > 0
+    return cast(bool, batch.source.null_count(column) > 0)
 
 
 class DataCollatorMixin:
@@ -92,7 +92,7 @@ class TakesArrowBatches:
 
 
 def padded_with_labels(
-    features: list,
+    features: list[Any],
     settings: PadSettings,
     padding: Any,
     max_length: int | None,
@@ -101,9 +101,9 @@ def padded_with_labels(
     *,
     label_follower: tuple[str, int, bool] | None = None,
     label_group: _native.PadGroup | None = None,
-    dtypes: dict | None = None,
-    keys: list | None = None,
-) -> dict:
+    dtypes: dict[str, Any] | None = None,
+    keys: list[Any] | None = None,
+) -> dict[str, Any]:
     """One native call: the tokenizer's pad group (plus, for token classification, the labels
     as an independent follower) and, for seq2seq, a separate labels group."""
     group = padding_group(settings, padding, max_length, pad_to_multiple_of, None)

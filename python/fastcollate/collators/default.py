@@ -55,7 +55,7 @@ def _label_dtype(first_label: Any, pt: bool) -> str:
     return "int64" if _is_integer(first_label) else "float32"
 
 
-def holds_tensor_rows(values: list) -> bool:
+def holds_tensor_rows(values: list[Any]) -> bool:
     """Whether `torch.tensor(values)` would meet a tensor with dimensions among the rows: torch
     then reads one-element tensors as numbers and the rest by rules of its own, so such a key is
     built with exactly that call (it is rare, and never the rows of a dataset)."""
@@ -67,7 +67,7 @@ def holds_tensor_rows(values: list) -> bool:
 _PLAIN_ROWS = frozenset((int, float, bool, list, tuple, str, type(None)))
 
 
-def _rows_as_list(features: Any) -> list:
+def _rows_as_list(features: Any) -> Any:  # a list of rows, or the ArrowBatch as it is
     """The rows as a list (a numpy object array or a tuple of rows, too), each a mapping; a
     non-mapping first row makes every row go through `vars()`, as in transformers."""
     if isinstance(features, ArrowBatch):
@@ -96,7 +96,7 @@ def _rows_as_list(features: Any) -> list:
     return features
 
 
-def _key_values(features: Any, key: str) -> list:
+def _key_values(features: Any, key: str) -> list[Any]:
     values = []
     for index, row in enumerate(features):
         if key not in row:
@@ -186,10 +186,10 @@ def default_data_collator(features: list[Any], return_tensors: str = "pt") -> di
             final[key] = dtype
 
     native_keys = [key for key in keys if key not in by_torch]
-    native = {}
+    native_batch: dict[str, Any] = {}
     if native_keys:
-        native = collate(features, [], float32=pt, dtypes=dtypes, keys=native_keys)
-    out = convert(native, return_tensors)
+        native_batch = collate(features, [], float32=pt, dtypes=dtypes, keys=native_keys)
+    out = convert(native_batch, return_tensors)
     if by_torch:
         torch = torch_module()
         for key, (values, dtype) in by_torch.items():
@@ -197,7 +197,7 @@ def default_data_collator(features: list[Any], return_tensors: str = "pt") -> di
             out[key] = torch.tensor(values, dtype=dtype)
         out = {key: out[key] for key in keys}
     for key, dtype in final.items():
-        if not isinstance(native.get(key), np.ndarray):
+        if not isinstance(native_batch.get(key), np.ndarray):
             continue  # left as objects: built by transformers' own construction, as it is
         value = out[key]
         if pt:
@@ -209,6 +209,7 @@ def default_data_collator(features: list[Any], return_tensors: str = "pt") -> di
     if explicit is not None and label_key not in by_torch and label_key not in final:
         # Labels transformers builds with an explicit dtype that the native module left as
         # objects (tensors with dimensions, ...): the same explicit conversion.
+        assert label_key is not None  # `explicit` is None without a label key
         value = out[label_key]
         if pt and value.dtype != getattr(torch_module(), explicit):
             out[label_key] = value.to(getattr(torch_module(), explicit))
@@ -237,7 +238,7 @@ class DefaultDataCollator:
 
     return_tensors: str = "pt"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         # A bad return_tensors raises here, by the rule each call applies.
         self.checked_framework(self.return_tensors)
 
@@ -249,7 +250,8 @@ class DefaultDataCollator:
         """True unless a subclass replaces `__call__` (it may expect a list of rows)."""
         return type(self).__call__ is DefaultDataCollator.__call__
 
-    def __call__(self, features: list[dict[str, Any]], return_tensors=None) -> dict[str, Any]:
+    def __call__(self, features: list[dict[str, Any]],
+                 return_tensors: str | None = None) -> dict[str, Any]:
         if return_tensors is None:
             return_tensors = self.return_tensors
         return default_data_collator(features, return_tensors)

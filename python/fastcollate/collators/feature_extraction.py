@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -31,7 +31,7 @@ def _sequence_feature_extractor_class() -> type | None:
     module = sys.modules.get("transformers.feature_extraction_sequence_utils")
     if module is None:
         return None
-    return module.SequenceFeatureExtractor
+    return cast(type, module.SequenceFeatureExtractor)
 
 
 def is_feature_extractor(processing_class: Any) -> bool:
@@ -91,11 +91,11 @@ def _strategy(padding: Any) -> str:
         return "do_not_pad"
     value = getattr(padding, "value", padding)
     if value in ("longest", "max_length", "do_not_pad"):
-        return value
+        return cast(str, value)
     raise _HandBack
 
 
-def _float_rows(key: str, values: list, ndim: int) -> list:
+def _float_rows(key: str, values: list[Any], ndim: int) -> list[Any]:
     """Each row as a C-contiguous float32 / float64 numpy array of `ndim` dimensions, read as
     transformers' `to_numpy` reads it; `_HandBack` for rows of other dtypes or shapes, an error
     naming the key and the row for values that are no audio at all."""
@@ -131,12 +131,12 @@ def _float_rows(key: str, values: list, ndim: int) -> list:
     return rows
 
 
-def _mask_rows(values: list, row_frames: list) -> list:
+def _mask_rows(values: list[Any], row_frames: list[Any]) -> list[Any]:
     """The rows' own attention masks as 1-d int32 / int64 arrays of one dtype, each as long as
     its row; `_HandBack` for anything else (transformers decides what it makes of it)."""
-    from transformers.utils import to_numpy
+    from transformers.utils import to_numpy  # untyped upstream: its calls are ignored
 
-    masks = [to_numpy(value) for value in values]
+    masks = [to_numpy(value) for value in values]  # type: ignore[no-untyped-call]
     dtype = getattr(masks[0], "dtype", None)
     for mask, frames in zip(masks, row_frames, strict=True):
         if (
@@ -150,15 +150,15 @@ def _mask_rows(values: list, row_frames: list) -> list:
     return [np.ascontiguousarray(mask) for mask in masks]
 
 
-def _other_values(values: list) -> list:
+def _other_values(values: list[Any]) -> list[Any]:
     """A key that is not padded, per row, as transformers' `pad` hands it to `BatchFeature`:
     read with `to_numpy`, float64 made float32."""
-    from transformers.utils import to_numpy
+    from transformers.utils import to_numpy  # untyped upstream: its calls are ignored
 
     if isinstance(values[0], (int, float)):
-        values = to_numpy(values)
+        values = to_numpy(values)  # type: ignore[no-untyped-call]
     elif not isinstance(values, np.ndarray):
-        values = [to_numpy(value) for value in values]
+        values = [to_numpy(value) for value in values]  # type: ignore[no-untyped-call]
     out = []
     for value in values:
         if getattr(value, "dtype", None) is np.dtype(np.float64):
@@ -167,14 +167,14 @@ def _other_values(values: list) -> list:
     return out
 
 
-def _columns(features: Any) -> dict[str, list] | None:
+def _columns(features: Any) -> dict[str, list[Any]] | None:
     """The batch as a dict of per-row value lists (keys of the first row, as transformers takes
     them); None for what is not a batch of rows (handed back)."""
     if isinstance(features, (list, tuple)):
         if not features or not isinstance(features[0], Mapping):
             return None
         keys = list(features[0].keys())
-        columns: dict[str, list] = {key: [] for key in keys}
+        columns: dict[str, list[Any]] = {key: [] for key in keys}
         for row, example in enumerate(features):
             if not isinstance(example, Mapping):
                 raise TypeError(f"row {row} is a {type(example).__name__}, not a mapping")
@@ -227,7 +227,7 @@ def pad_features(
     return extractor.pad(features, **options)
 
 
-def _ragged(strategy: str, frames: list, max_length: int | None, truncation: bool,
+def _ragged(strategy: str, frames: list[Any], max_length: int | None, truncation: bool,
             multiple: int | None) -> bool:
     """Whether rows of `frames` frames stay of different lengths: not padded ("do_not_pad"),
     or longer than the "max_length" target and not truncated."""
@@ -239,7 +239,7 @@ def _ragged(strategy: str, frames: list, max_length: int | None, truncation: boo
     if strategy == "do_not_pad":
         return len(set(frames)) > 1
     if strategy == "max_length" and max_length is not None:
-        return max(frames) > rounded(max_length)
+        return cast(bool, max(frames) > rounded(max_length))
     return False
 
 

@@ -19,7 +19,7 @@ from .padding_options import checked_pad_id
 def flattening_framework(return_tensors: Any) -> str:
     """The flattening collator's `return_tensors`: "pt" or "np" (or a TensorType of them),
     refused with transformers' message."""
-    framework = getattr(return_tensors, "value", return_tensors)
+    framework: str = getattr(return_tensors, "value", return_tensors)
     if framework not in FRAMEWORKS:
         raise ValueError(
             f'return_tensors must be one of ("pt", "np"), {return_tensors=} not supported'
@@ -45,14 +45,14 @@ class DataCollatorWithFlattening(TakesArrowBatches, DefaultDataCollator):
 
     def __init__(
         self,
-        *args,
-        return_position_ids=True,
-        separator_id=-100,
-        return_flash_attn_kwargs=False,
-        return_seq_idx=False,
-        position_ids_start=0,
-        **kwargs,
-    ):
+        *args: Any,
+        return_position_ids: bool = True,
+        separator_id: int = -100,
+        return_flash_attn_kwargs: bool = False,
+        return_seq_idx: bool = False,
+        position_ids_start: int = 0,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.return_position_ids = return_position_ids
         self.separator_id = separator_id
@@ -66,7 +66,8 @@ class DataCollatorWithFlattening(TakesArrowBatches, DefaultDataCollator):
 
     checked_framework = staticmethod(flattening_framework)
 
-    def __call__(self, features, return_tensors=None, separator_id=None):
+    def __call__(self, features: Any, return_tensors: str | None = None,
+                 separator_id: int | None = None) -> dict[str, Any]:
         if return_tensors is None:
             return_tensors = self.return_tensors
         if separator_id is None:
@@ -75,7 +76,7 @@ class DataCollatorWithFlattening(TakesArrowBatches, DefaultDataCollator):
         features = batch_rows(features, "input_ids")
         if "seq_lengths" in first_keys(features):
             raise ValueError(_PACKED_ROWS)
-        options = {
+        options: dict[str, Any] = {
             "labels": "labels" in first_keys(features),
             "separator_id": checked_pad_id("separator_id", separator_id),
             "position_ids_start": checked_pad_id("position_ids_start", self.position_ids_start),
@@ -83,7 +84,7 @@ class DataCollatorWithFlattening(TakesArrowBatches, DefaultDataCollator):
             "seq_idx": bool(self.return_seq_idx),
             "cu_seq_lens": bool(self.return_flash_attn_kwargs),
         }
-        packed = None
+        packed: dict[str, Any] | None = None
         if isinstance(features, ArrowBatch):
             packed = _flatten_arrow(features, **options)
             if packed is None:
@@ -91,6 +92,7 @@ class DataCollatorWithFlattening(TakesArrowBatches, DefaultDataCollator):
         if packed is None:
             # Empty rows are left out, labels and all, as transformers 5.24 does.
             packed = _native.flatten_batch(features, drop_empty=True, **options)
+            assert packed is not None  # None only under in_place_only
         batch: dict[str, Any] = {"input_ids": packed["input_ids"], "labels": packed["labels"]}
         for key in ("position_ids", "seq_idx"):
             if key in packed:
@@ -137,7 +139,7 @@ def _flatten_arrow(
     position_ids: bool,
     seq_idx: bool,
     cu_seq_lens: bool,
-) -> dict | None:
+) -> dict[str, Any] | None:
     """What `_native.flatten_batch` gives for the batch's rows, read from Arrow: the sequences
     are padded (right, int64) in one native call and packed from there with numpy. None where
     the row path might not give the same: an error (its message is the row path's to give, as
@@ -174,8 +176,9 @@ def _flatten_arrow(
     if not kept.any():
         return None
     ids = native["input_ids"]
-    label_ids = native["labels"] if labels else None
-    label_mask = native[_LABELS_MASK].astype(bool) if labels else None
+    # Arrays where `labels` (None otherwise).
+    label_ids: Any = native["labels"] if labels else None
+    label_mask: Any = native[_LABELS_MASK].astype(bool) if labels else None
     if not kept.all():
         mask, lengths, ids = mask[kept], lengths[kept], ids[kept]
         if labels:

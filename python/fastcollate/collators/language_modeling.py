@@ -8,7 +8,7 @@ import os
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -31,7 +31,7 @@ from .tokenizer_pad import pad
 MASK_RNGS = ("native", "torch")
 
 
-def _transformers_collator() -> type:
+def _transformers_collator() -> Any:
     """transformers' own DataCollatorForLanguageModeling, also while `patch_transformers()` has
     put fastcollate's class in its place."""
     try:
@@ -43,14 +43,15 @@ def _transformers_collator() -> type:
         ) from err
 
 
-def _no_pad_token_error(tokenizer) -> ValueError:
+def _no_pad_token_error(tokenizer: Any) -> ValueError:
     return ValueError(
         "You are attempting to pad samples but the tokenizer you are using"
         f" ({tokenizer.__class__.__name__}) does not have a pad token."
     )
 
 
-def _collate_sequences(examples: list, tokenizer: Any, pad_to_multiple_of, return_tensors: str):
+def _collate_sequences(examples: list[Any], tokenizer: Any, pad_to_multiple_of: int | None,
+                       return_tensors: str) -> Any:
     """transformers' `_torch_collate_batch` / `_numpy_collate_batch` for rows that are bare
     sequences of ids: padded to the longest (rounded up to `pad_to_multiple_of`) with the pad
     token on the tokenizer's padding side. Lists become int64; numpy / torch rows keep the
@@ -168,7 +169,7 @@ class DataCollatorForLanguageModeling(TakesArrowBatches):
     seed: int | None = None
     mask_rng: str = "native"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         # Bad options raise here; those a call also checks, by the same rules, in its order.
         framework(self.return_tensors)
         check_tokenizer(self.tokenizer, "DataCollatorForLanguageModeling")
@@ -218,8 +219,8 @@ class DataCollatorForLanguageModeling(TakesArrowBatches):
                 self.random_replace_prob = 0
         self.mask_replace_prob = float(self.mask_replace_prob)
         self.random_replace_prob = float(self.random_replace_prob)
-        self.generator = None  # mask_rng="torch" with seed=: transformers' generator
-        self._generator_pid = None  # the process that made it
+        self.generator: Any = None  # mask_rng="torch" with seed=: transformers' generator
+        self._generator_pid: int | None = None  # the process that made it
         self._masking = NativeMasking()  # mask_rng="native": ids and batch counter
 
     _batch_methods = ("__call__", "torch_call", "numpy_call", "_collate")
@@ -232,22 +233,23 @@ class DataCollatorForLanguageModeling(TakesArrowBatches):
         transformers' random streams, which know no epochs."""
         self._masking.set_epoch(epoch)
 
-    def __call__(self, features, return_tensors=None):
+    def __call__(self, features: Any, return_tensors: str | None = None) -> Any:
         if return_tensors is None:
             return_tensors = self.return_tensors
         if framework(return_tensors) == "pt":
             return self.torch_call(features)
         return self.numpy_call(features)
 
-    def get_generator(self, seed, return_tensors=None):
+    def get_generator(self, seed: int, return_tensors: str | None = None) -> Any:
         """transformers' generator for mask_rng="torch": torch's for "pt", numpy's for "np"."""
         if (return_tensors or self.return_tensors) == "pt":
             return torch_module().Generator().manual_seed(seed)
         return np.random.default_rng(seed)
 
-    def create_rng(self, return_tensors=None):
+    def create_rng(self, return_tensors: str | None = None) -> None:
         """mask_rng="torch": transformers' generator (seed + worker id in a DataLoader worker)."""
-        self.generator = self.get_generator(self.seed + worker_id(), return_tensors)
+        # Called only with a seed (mask_rng="torch" and seed=), as transformers calls it.
+        self.generator = self.get_generator(cast(int, self.seed) + worker_id(), return_tensors)
         self._generator_pid = os.getpid()
 
     def _torch_generator_for(self, return_tensors: str) -> None:
@@ -258,7 +260,7 @@ class DataCollatorForLanguageModeling(TakesArrowBatches):
         if not isinstance(self.generator, wanted) or self._generator_pid != os.getpid():
             self.create_rng(return_tensors)
 
-    def _collate(self, examples, return_tensors: str):
+    def _collate(self, examples: Any, return_tensors: str) -> tuple[Any, Any, Any]:
         check_tokenizer(self.tokenizer, "DataCollatorForLanguageModeling")
         if self.mask_rng == "torch" and self.seed is not None:
             self._torch_generator_for(return_tensors)
@@ -290,7 +292,7 @@ class DataCollatorForLanguageModeling(TakesArrowBatches):
             special_tokens_mask = self._special_tokens_mask(batch["input_ids"])
         return batch, special_tokens_mask, offset_mapping
 
-    def torch_call(self, examples):
+    def torch_call(self, examples: Any) -> Any:
         """Pads `examples` and masks (or, with mlm=False, copies) the labels as torch tensors."""
         batch, special_tokens_mask, offset_mapping = self._collate(examples, "pt")
         if self.mlm:
@@ -306,7 +308,7 @@ class DataCollatorForLanguageModeling(TakesArrowBatches):
             batch["labels"] = labels
         return batch
 
-    def numpy_call(self, examples):
+    def numpy_call(self, examples: Any) -> Any:
         """Pads `examples` and masks (or, with mlm=False, copies) the labels as numpy arrays."""
         batch, special_tokens_mask, offset_mapping = self._collate(examples, "np")
         if self.mlm:
@@ -322,7 +324,7 @@ class DataCollatorForLanguageModeling(TakesArrowBatches):
             batch["labels"] = labels
         return batch
 
-    def _special_tokens_mask(self, input_ids):
+    def _special_tokens_mask(self, input_ids: Any) -> Any:
         """The mask `tokenizer.get_special_tokens_mask(row, already_has_special_tokens=True)`
         gives for every row (membership in `all_special_ids`), computed in one vectorized
         step. None (masking then asks the tokenizer row by row) when the tokenizer has its own
@@ -340,12 +342,13 @@ class DataCollatorForLanguageModeling(TakesArrowBatches):
         ids = torch.tensor(special_ids, dtype=torch.int64)
         return torch.isin(input_ids.to(torch.int64), ids).to(torch.int64)
 
-    def torch_mask_tokens(self, inputs, special_tokens_mask=None, offset_mapping=None):
+    def torch_mask_tokens(self, inputs: Any, special_tokens_mask: Any = None,
+                          offset_mapping: Any = None) -> tuple[Any, Any]:
         """Masked-LM inputs and labels from a padded tensor of ids (modified in place)."""
         if self.mask_rng == "torch":
-            return _transformers_collator().torch_mask_tokens(
+            return cast(tuple[Any, Any], _transformers_collator().torch_mask_tokens(
                 self, inputs, special_tokens_mask=special_tokens_mask, offset_mapping=offset_mapping
-            )
+            ))
         torch = torch_module()
         in_place = (
             inputs.dtype == torch.int64 and inputs.device.type == "cpu" and inputs.is_contiguous()
@@ -360,12 +363,13 @@ class DataCollatorForLanguageModeling(TakesArrowBatches):
             labels = labels.to(device=inputs.device, dtype=inputs.dtype)
         return inputs, labels
 
-    def numpy_mask_tokens(self, inputs, special_tokens_mask=None, offset_mapping=None):
+    def numpy_mask_tokens(self, inputs: Any, special_tokens_mask: Any = None,
+                          offset_mapping: Any = None) -> tuple[Any, Any]:
         """Masked-LM inputs and labels from a padded array of ids (modified in place)."""
         if self.mask_rng == "torch":
-            return _transformers_collator().numpy_mask_tokens(
+            return cast(tuple[Any, Any], _transformers_collator().numpy_mask_tokens(
                 self, inputs, special_tokens_mask=special_tokens_mask, offset_mapping=offset_mapping
-            )
+            ))
         inputs = np.asarray(inputs)
         in_place = inputs.dtype == np.int64 and inputs.flags.c_contiguous and inputs.flags.writeable
         ids = inputs if in_place else inputs.astype(np.int64, order="C")
@@ -375,14 +379,16 @@ class DataCollatorForLanguageModeling(TakesArrowBatches):
             labels = labels.astype(inputs.dtype)
         return inputs, labels
 
-    def _mask_natively(self, ids: np.ndarray, special_tokens_mask, offset_mapping, framework):
+    def _mask_natively(self, ids: np.ndarray, special_tokens_mask: Any, offset_mapping: Any,
+                       framework: str) -> Any:
         """Masks `ids` (int64, C-contiguous) in place on the Rust core; returns the labels."""
         return self._masking.mask(
             ids,
             self.tokenizer,
             seed=self.seed,
             framework=framework,
-            mlm_probability=self.mlm_probability,
+            # A float once __post_init__ checked it (with mlm); unchecked, the native call raises.
+            mlm_probability=cast(float, self.mlm_probability),
             mask_replace_prob=self.mask_replace_prob,
             random_replace_prob=self.random_replace_prob,
             special_tokens_mask=special_tokens_mask,
@@ -393,10 +399,10 @@ class DataCollatorForLanguageModeling(TakesArrowBatches):
     # transformers' masking methods (mask_rng="torch") call these on the collator (their names:
     # `_internal.upstream`).
     @staticmethod
-    def _calc_word_ids_and_prob_mask(offsets, special_tokens_mask):
+    def _calc_word_ids_and_prob_mask(offsets: Any, special_tokens_mask: Any) -> Any:
         word_ids = getattr(_transformers_collator(), LANGUAGE_MODELING_WORD_IDS)
         return word_ids(offsets, special_tokens_mask)
 
     @staticmethod
-    def _whole_word_mask(word_ids, mask):
+    def _whole_word_mask(word_ids: Any, mask: Any) -> Any:
         return getattr(_transformers_collator(), LANGUAGE_MODELING_WHOLE_WORD_MASK)(word_ids, mask)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import multiprocessing.context
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -24,7 +24,7 @@ _LOW32 = 2**32 - 1
 _NO_IDS = np.zeros(0, dtype=np.int64)
 
 
-def base_special_tokens_mask():
+def base_special_tokens_mask() -> Any:
     try:
         from transformers.tokenization_utils_base import PreTrainedTokenizerBase
     except ImportError:  # pragma: no cover - depends on the environment
@@ -43,7 +43,7 @@ def to_numpy(x: Any) -> np.ndarray:
     if isinstance(x, np.ndarray):
         return x
     if hasattr(x, "detach"):
-        return x.detach().cpu().numpy()
+        return cast(np.ndarray, x.detach().cpu().numpy())
     return np.array(x)
 
 
@@ -79,7 +79,7 @@ def global_seed(framework: str) -> int:
     (`torch.manual_seed`, `transformers.set_seed`, DataLoader workers) or numpy's."""
     if framework == "pt":
         torch = torch_module()
-        return torch.randint(-(2**63), 2**63 - 1, (), dtype=torch.int64).item() % SEEDS
+        return cast(int, torch.randint(-(2**63), 2**63 - 1, (), dtype=torch.int64).item() % SEEDS)
     return int(np.random.randint(0, SEEDS, dtype=np.uint64))
 
 
@@ -138,18 +138,19 @@ class EpochCells:
         self.cells = np.frombuffer(self._raw, dtype=np.int64)
         self.cells[:] = (explicit, iterations)
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         if multiprocessing.context.get_spawning_popen() is not None:
             return {"raw": self._raw}  # a DataLoader worker being started: the same memory
         # Any other copy (deepcopy, pickle to disk) gets memory of its own, with the values.
         return {"values": (int(self.cells[0]), int(self.cells[1]))}
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         if "raw" in state:
             self._raw = state["raw"]
             self.cells = np.frombuffer(self._raw, dtype=np.int64)
         else:
-            self.__init__(*state["values"])
+            # Re-initialised in place (mypy flags `__init__` called on an instance).
+            cast(Any, self).__init__(*state["values"])
 
     @property
     def explicit(self) -> int:

@@ -15,7 +15,7 @@ from .padding_options import PadSettings, check_padding_options, check_tokenizer
 from .tokenizer_pad import pad
 
 
-def _choices(examples: list, label_name: str, main_input: str) -> tuple[dict, int]:
+def _choices(examples: list[Any], label_name: str, main_input: str) -> tuple[dict[str, Any], int]:
     """The examples' choices laid end to end, key by key ({key: [example 0 choice 0, example 0
     choice 1, ..., example 1 choice 0, ...]}), and the number of choices per example (row 0's,
     which every row must have)."""
@@ -26,11 +26,11 @@ def _choices(examples: list, label_name: str, main_input: str) -> tuple[dict, in
             f"'{main_input}' in row 0 must hold one sequence per choice, not a "
             f"{type(examples[0][main_input]).__name__}"
         ) from None
-    columns: dict[str, list] = {}
+    columns: dict[str, list[Any]] = {}
     for key in examples[0]:
         if key == label_name:
             continue
-        flat: list = []
+        flat: list[Any] = []
         for row, example in enumerate(examples):
             if not isinstance(example, Mapping):
                 raise TypeError(
@@ -78,29 +78,29 @@ class DataCollatorForMultipleChoice:
     pad_to_multiple_of: int | None = None
     return_tensors: str = "pt"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         # Bad options raise here, by the rules each call applies (in its order), not at the
         # first batch.
         framework(self.return_tensors)
         check_tokenizer(self.tokenizer, "DataCollatorForMultipleChoice")
         check_padding_options(self.padding, self.max_length, self.pad_to_multiple_of)
 
-    def __call__(self, features, return_tensors=None):
+    def __call__(self, features: Any, return_tensors: str | None = None) -> Any:
         if (handed_back := transformers_collator(self)) is not None:
             return handed_back(features, return_tensors)
         if return_tensors is None:
             return_tensors = self.return_tensors
         return self._collate(features, framework(return_tensors))
 
-    def torch_call(self, examples):
+    def torch_call(self, examples: Any) -> Any:
         """The batch as torch tensors of shape (batch, num_choices, length)."""
         return self._collate(examples, "pt")
 
-    def numpy_call(self, examples):
+    def numpy_call(self, examples: Any) -> Any:
         """The batch as numpy arrays of shape (batch, num_choices, length)."""
         return self._collate(examples, "np")
 
-    def _collate(self, examples, framework: str) -> dict:
+    def _collate(self, examples: Any, framework: str) -> dict[str, Any]:
         if isinstance(examples, Mapping) or isinstance(examples, (str, bytes)):
             raise TypeError("a collator takes a list of rows (mappings of feature names to values)")
         examples = list(examples)
@@ -134,7 +134,7 @@ class DataCollatorForMultipleChoice:
         return batch
 
 
-def _labels(examples: list, label_name: str, framework: str) -> Any:
+def _labels(examples: list[Any], label_name: str, framework: str) -> Any:
     """`torch.tensor(labels, dtype=torch.int64)` (floats truncate, NaN raises), or its numpy
     twin."""
     values = []

@@ -8,7 +8,7 @@ from .. import _native
 from ..arrow import ArrowBatch
 
 
-def collate(features: Any, groups: list, **options: Any) -> dict:
+def collate(features: Any, groups: list[Any], **options: Any) -> dict[str, Any]:
     """`_native.collate` for rows (a list of mappings, or a mapping of lists), or its Arrow
     counterpart when `features` is an ArrowBatch: same groups, options and output."""
     if isinstance(features, ArrowBatch):
@@ -16,14 +16,14 @@ def collate(features: Any, groups: list, **options: Any) -> dict:
     return _native.collate(features, groups, **options)
 
 
-def collate_rows(rows: list, plan: Any) -> Any:
+def collate_rows(rows: list[Any], plan: Any) -> Any:
     """`_native.collate` for a list of rows, with its groups and options settled once for many
     calls in a `_native.CollatePlan`: the same output and errors; a batch of arrays / tensors
     alone comes back finished when the plan has a `batch_encoding` (see `_native.pyi`)."""
     return _native.collate_planned(rows, plan)
 
 
-def collate_plan(groups: list, **options: Any) -> Any:
+def collate_plan(groups: list[Any], **options: Any) -> Any:
     """The `_native.CollatePlan` of `groups` and `collate`'s keyword options `float32`,
     `keep_arrays`, `keep_numpy_scalars` and `to_tensor`, for `collate_rows`."""
     return _native.CollatePlan(groups, **options)

@@ -5,8 +5,9 @@ goes straight to one native call; any other goes through `pad()`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
+from .. import _native
 from .._internal.main_input import UNUSUAL, usual_main_input_kind
 from .._internal.tensors import (
     batch_encoding,
@@ -38,8 +39,8 @@ class _CallPlan:
     __slots__ = ("fields", "tokenizer_key", "main", "native_plans", "default_dtype",
                  "get_default_dtype")
 
-    def __init__(self, fields: tuple, tokenizer_key: tuple, settings: PadSettings, group: tuple,
-                 return_tensors: str):
+    def __init__(self, fields: tuple[Any, ...], tokenizer_key: tuple[Any, ...],
+                 settings: PadSettings, group: _native.PadGroup, return_tensors: str) -> None:
         self.fields = fields
         self.tokenizer_key = tokenizer_key
         self.main = settings.main_input
@@ -88,10 +89,12 @@ class DataCollatorWithPadding:
     return_tensors: str = "pt"
     pin_memory: bool = False
 
-    # The settled options of the last call (see `_CallPlan`); not a field.
-    _call_plan: ClassVar[_CallPlan | None] = None
+    # The settled options of the last call (see `_CallPlan`), set per instance; not a field:
+    # declared by a type comment, which (unlike an annotation) makes no dataclass field, for
+    # mypy as at runtime.
+    _call_plan = None  # type: _CallPlan | None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         # Bad options raise here, by the rules each call applies (in its order), not at the
         # first batch.
         check_tokenizer(self.tokenizer, "DataCollatorWithPadding")
@@ -99,7 +102,7 @@ class DataCollatorWithPadding:
         check_padding_options(self.padding, self.max_length, self.pad_to_multiple_of)
         check_pin_memory(self.pin_memory, return_tensors)
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state.pop("_call_plan", None)  # rebuilt on the first call wherever it is unpickled
         return state
@@ -111,7 +114,7 @@ class DataCollatorWithPadding:
         return (type(self).__call__ is DataCollatorWithPadding.__call__
                 and processing_kind(self.tokenizer) is None)
 
-    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
+    def __call__(self, features: list[dict[str, Any]]) -> Any:
         plan = self._call_plan
         tokenizer = self.tokenizer
         if (

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
@@ -49,11 +49,11 @@ class PadSettings(NamedTuple):
             and model_input_names is None
         ):
             # The tokenizer's own settings: read again only when it changes.
-            return cached(tokenizer, cls._of_tokenizer, PadSettings.agrees_with)
+            return cast(PadSettings, cached(tokenizer, cls._of_tokenizer, PadSettings.agrees_with))
         return cls._resolve(tokenizer, pad_token_id, pad_token_type_id, padding_side,
                             model_input_names)
 
-    def agrees_with(self, settings: tuple) -> bool:
+    def agrees_with(self, settings: tuple[Any, ...]) -> bool:
         """Whether these are the settings `tokenizer_state.keyed_settings` lists."""
         return (
             self.pad_token_id,
@@ -122,7 +122,7 @@ def padding_strategy(padding: Any) -> str:
             f"{padding!r} is not a valid padding strategy; use True/'longest', 'max_length' or "
             "False/'do_not_pad'"
         )
-    return value
+    return cast(str, value)
 
 
 _INT64 = (-(2**63), 2**63 - 1)
@@ -139,7 +139,7 @@ def checked_int(name: str, value: Any, low: int, high: int) -> int:
     value = int(value)
     if not low <= value <= high:
         raise ValueError(f"{name}={value} is out of range: it must be in [{low}, {high}]")
-    return value
+    return cast(int, value)
 
 
 def checked_pad_id(name: str, value: Any) -> int:
@@ -184,7 +184,7 @@ def checked_max_length(max_length: Any, strategy: str) -> int | None:
         raise ValueError(
             f"max_length={max_length} is larger than any array can be; check max_length"
         )
-    return max_length
+    return cast(int, max_length)
 
 
 def check_pad_to_multiple_of(value: Any) -> None:
@@ -251,8 +251,8 @@ def main_group(
 
 
 _PLAIN_OPTION_TYPES = frozenset((bool, int, str, type(None)))
-_GROUPS: dict[tuple, _native.PadGroup] = {}
-_GROUPS_OF_SETTINGS: dict[tuple, tuple] = {}
+_GROUPS: dict[tuple[Any, ...], _native.PadGroup] = {}
+_GROUPS_OF_SETTINGS: dict[tuple[Any, ...], tuple[PadSettings, _native.PadGroup]] = {}
 _MAX_GROUPS = 256
 
 

@@ -51,7 +51,7 @@ class DataCollatorForSeq2Seq(TakesArrowBatches):
     label_pad_token_id: int = -100
     return_tensors: str = "pt"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         # Bad options raise here, by the rules each call applies (in its order), not at the
         # first batch.
         framework(self.return_tensors)
@@ -60,7 +60,7 @@ class DataCollatorForSeq2Seq(TakesArrowBatches):
             checked_pad_id("label_pad_token_id", self.label_pad_token_id)
         check_padding_options(self.padding, self.max_length, self.pad_to_multiple_of)
 
-    def __call__(self, features, return_tensors=None):
+    def __call__(self, features: Any, return_tensors: str | None = None) -> Any:
         if (handed_back := transformers_collator(self)) is not None:
             return handed_back(features, return_tensors)
         if return_tensors is None:
@@ -92,7 +92,7 @@ class DataCollatorForSeq2Seq(TakesArrowBatches):
         if label_name == "label" and "labels" in first:
             dtypes["labels"] = "int64"
 
-        label_group = None
+        label_group: _native.PadGroup | None = None
         if has_labels:
             no_padding = self.padding is False or padding_strategy(self.padding) == "do_not_pad"
             if not no_padding:

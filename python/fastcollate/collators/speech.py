@@ -14,7 +14,7 @@ from .tokenizer_pad import pad
 LABEL_PAD_VALUE = -100
 
 
-def _padded_labels(label_rows: list, tokenizer: Any, padding: Any,
+def _padded_labels(label_rows: list[Any], tokenizer: Any, padding: Any,
                    pad_to_multiple_of: int | None) -> Any:
     """`labels` padded by the tokenizer ("pt"), then -100 wherever its attention mask is not 1:
     what the examples do with `tokenizer.pad(...)` and `masked_fill`."""

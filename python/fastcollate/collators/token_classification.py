@@ -31,7 +31,7 @@ class DataCollatorForTokenClassification(TakesArrowBatches):
 
     _batch_methods = ("__call__", "torch_call", "numpy_call", "_collate")
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         # Bad options raise here, by the rules each call applies (in its order), not at the
         # first batch.
         framework(self.return_tensors)
@@ -39,22 +39,22 @@ class DataCollatorForTokenClassification(TakesArrowBatches):
         checked_pad_id("label_pad_token_id", self.label_pad_token_id)
         check_padding_options(self.padding, self.max_length, self.pad_to_multiple_of)
 
-    def __call__(self, features, return_tensors=None):
+    def __call__(self, features: Any, return_tensors: str | None = None) -> Any:
         if (handed_back := transformers_collator(self)) is not None:
             return handed_back(features, return_tensors)
         if return_tensors is None:
             return_tensors = self.return_tensors
         return self._collate(features, framework(return_tensors))
 
-    def torch_call(self, features):
+    def torch_call(self, features: Any) -> Any:
         """The batch as torch tensors, whatever `return_tensors` says (as transformers')."""
         return self._collate(features, "pt")
 
-    def numpy_call(self, features):
+    def numpy_call(self, features: Any) -> Any:
         """The batch as numpy arrays, whatever `return_tensors` says (as transformers')."""
         return self._collate(features, "np")
 
-    def _collate(self, features, return_tensors: str):
+    def _collate(self, features: Any, return_tensors: str) -> Any:
         check_tokenizer(self.tokenizer, "DataCollatorForTokenClassification")
         settings = PadSettings.resolve(self.tokenizer)
         features = batch_rows(features, settings.main_input)

@@ -65,7 +65,7 @@ def pad(
     verbose: bool = True,
     pin_memory: bool = False,
     truncation: bool = False,
-):
+) -> Any:
     """Pads a batch (list of mappings, or mapping of lists) or one example, like
     `tokenizer.pad(...)`, with the same result. The docs page "What differs from
     transformers" lists the differences.
@@ -233,7 +233,8 @@ def _pad_with_processing_class(features: Any, processing_class: Any, *, padding:
 
 
 def converted_like_tokenizer_pad(batch: dict[str, Any], main_kind: str | None, keep_arrays: bool,
-                                 return_tensors: str | None, one_example: bool = False) -> dict:
+                                 return_tensors: str | None,
+                                 one_example: bool = False) -> dict[str, Any]:
     """The native output in the requested format, its keys that came back as lists (of Python
     objects, or of ragged rows) converted as tokenizer.pad converts them for a main input of
     `main_kind` (`keep_arrays`: the native call left numpy / torch values as they are;
@@ -267,7 +268,7 @@ def _one_example_tensor(key: str, value: Any, return_tensors: str) -> Any:
         ) from err
 
 
-def _values_to_python(batch: dict) -> None:
+def _values_to_python(batch: dict[str, Any]) -> None:
     """Keys the native module left as Python objects, converted as tokenizer.pad converts
     every value of a numpy / torch batch first (`as_python_values`): arrays become Python lists
     (so a 2-d float64 tensor becomes torch's default dtype under "pt", as lists of floats
@@ -282,7 +283,7 @@ def _values_to_python(batch: dict) -> None:
             raise TypeError(f"'{key}' holds values that cannot be read: {err}") from err
 
 
-def _holds_arrays(values: list) -> bool:
+def _holds_arrays(values: list[Any]) -> bool:
     """Whether a key's values (handed back as objects) hold numpy / torch values."""
     return any(
         isinstance(value, (np.ndarray, np.generic)) or is_torch_tensor(value) for value in values

@@ -96,7 +96,7 @@ _SHADOWING = (
 )
 
 
-def _pad_id_inputs(special: Any, backend: Any) -> tuple:
+def _pad_id_inputs(special: Any, backend: Any) -> tuple[Any, ...]:
     """What transformers computes `pad_token_id` from: the pad token's text and the backend's
     id for it, and where that is None (not in the vocabulary: the unknown token's id is used)
     the unknown token's text and id too."""
@@ -114,7 +114,7 @@ def _pad_id_inputs(special: Any, backend: Any) -> tuple:
     return (content, None, unk_content, backend.token_to_id(unk_content))
 
 
-def state_key(tokenizer: Any) -> tuple | None:
+def state_key(tokenizer: Any) -> tuple[Any, ...] | None:
     """What a tokenizer's padding settings are computed from, or None where they cannot be
     keyed soundly (then they are read through its attributes)."""
     cls = type(tokenizer)
@@ -140,7 +140,7 @@ def state_key(tokenizer: Any) -> tuple | None:
         return None
 
 
-def has_state_key(tokenizer: Any, key: tuple) -> bool:
+def has_state_key(tokenizer: Any, key: tuple[Any, ...]) -> bool:
     """Whether `state_key(tokenizer) == key`, for a `key` that `state_key` gave, without
     building a new key (which costs a planned collator call more than the comparison)."""
     # `key[0]`, the class, was keyable when the key was made, and keyability is remembered
@@ -169,13 +169,14 @@ def has_state_key(tokenizer: Any, key: tuple) -> bool:
                 return False
         elif _pad_id_inputs(special, backend) != expected:
             return False
-        return (
+        same: bool = (
             attributes[TOKENIZER_PAD_TOKEN_TYPE_ID] == key[2]
             and attributes["padding_side"] == key[3]
             # (Not a list: never equal, so read through its attributes every call.)
             and attributes["model_input_names"] == key[4]
             and attributes["model_max_length"] == key[5]
         )
+        return same
     except (KeyError, AttributeError, TypeError):
         return False
 
@@ -183,7 +184,7 @@ def has_state_key(tokenizer: Any, key: tuple) -> bool:
 class _Entry:
     __slots__ = ("tokenizer", "key", "value")
 
-    def __init__(self, tokenizer: Any, key: tuple, value: Any):
+    def __init__(self, tokenizer: Any, key: tuple[Any, ...], value: Any):
         self.tokenizer = weakref.ref(tokenizer)
         self.key = key
         self.value = value
@@ -193,7 +194,7 @@ _ENTRIES: dict[int, _Entry] = {}
 _MAX_ENTRIES = 64
 
 
-def keyed_settings(key: tuple) -> tuple:
+def keyed_settings(key: tuple[Any, ...]) -> tuple[Any, ...]:
     """The settings a tokenizer in the state `key` describes has, as transformers' attributes
     give them: `(pad_token_id, pad_token_type_id, padding_side, model_input_names (a list),
     model_max_length)`. The pad token's id is the backend's id for its text, else the unknown

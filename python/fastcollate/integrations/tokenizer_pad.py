@@ -178,13 +178,15 @@ def tokenizer_pad(
     return batch
 
 
-def _transformers_pad(self: Any, encoded_inputs: Any, options: tuple, return_tensors: Any):
+def _transformers_pad(self: Any, encoded_inputs: Any, options: tuple[Any, ...],
+                      return_tensors: Any) -> Any:
     """transformers' own pad, with its length warning off (the strategy was already resolved,
     warning included, once)."""
     return original(MODULE, NAME)(self, encoded_inputs, *options, return_tensors, False)
 
 
-def _route_kind(tokenizer: Any, encoded_inputs: Any, options: tuple, return_tensors: Any):
+def _route_kind(tokenizer: Any, encoded_inputs: Any, options: tuple[Any, ...],
+                return_tensors: Any) -> Any:
     padding, max_length, pad_to_multiple_of, padding_side, return_attention_mask = options
     if not (
         (padding is True or padding is False

@@ -8,7 +8,7 @@ import inspect
 import json
 import os
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import transformers
@@ -71,7 +71,7 @@ def has_accelerator() -> bool:
     accelerator = getattr(torch, "accelerator", None)
     if accelerator is None:  # torch before 2.6
         return torch.cuda.is_available()
-    return accelerator.is_available()
+    return cast(bool, accelerator.is_available())
 
 
 _TRAINER_SIGNATURE = inspect.signature(transformers.Trainer.__init__)
@@ -117,7 +117,15 @@ def saved_stream_position(checkpoint: str) -> tuple[int, int] | None:
     return int(saved["epoch"]), int(saved["batches"])
 
 
-class ArrowTrainerMixin(ArrowDataLoaderMixin):
+# The mixin's base for type checking: the Trainer it is mixed into (its attributes and the
+# methods it extends); at runtime the mixin has no base of its own beyond ArrowDataLoaderMixin.
+if TYPE_CHECKING:
+    _TrainerBase = transformers.Trainer
+else:
+    _TrainerBase = object
+
+
+class ArrowTrainerMixin(ArrowDataLoaderMixin, _TrainerBase):
     """fastcollate's overrides of transformers' Trainer, for `transformers.Trainer` and its
     subclasses (`class X(ArrowTrainerMixin, transformers.Seq2SeqTrainer)`): fastcollate's
     default collators, batches read straight from Arrow (`ArrowDataLoaderMixin`, which TRL's
@@ -134,7 +142,8 @@ class ArrowTrainerMixin(ArrowDataLoaderMixin):
                 self.data_collator = DataCollatorWithFlattening()
         if is_packed(self.args) and getattr(self.args, "packing_truncation", False):
             self.data_collator = CutToTokenBudget(
-                self.data_collator, self.args.max_tokens_per_batch
+                # Packed: fastcollate's TrainingArguments, which has the field.
+                self.data_collator, cast(Any, self.args).max_tokens_per_batch
             )
         self._stream_position = StreamPosition(self)
         self.add_callback(self._stream_position)
@@ -179,7 +188,7 @@ class ArrowTrainerMixin(ArrowDataLoaderMixin):
         set_epoch = getattr(self.data_collator, "set_epoch", None)
         if callable(set_epoch):
             set_epoch(epoch)
-        return super()._run_epoch(*args, **kwargs)
+        return super()._run_epoch(*args, **kwargs)  # type: ignore[no-untyped-call]  # untyped upstream
 
     def _check_stream(self, dataset: Any, training: bool) -> None:
         """Raises for a packed stream; warns once per (split, message) for a length strategy
@@ -244,11 +253,12 @@ class ArrowTrainerMixin(ArrowDataLoaderMixin):
     def _dataset_lengths(self, dataset: Any) -> Any:
         # The same sources as transformers: the length column when the dataset has it (after
         # unused columns are removed), else the processing class's main input.
-        length_column = self.args.length_column_name
+        length_column: str | None = self.args.length_column_name
         if not (is_datasets_dataset(dataset) and length_column in dataset.column_names):
             length_column = None
         model_input_name = (
-            self.processing_class.model_input_names[0]
+            # transformers types FeatureExtractionMixin without the attribute its subclasses set.
+            self.processing_class.model_input_names[0]  # type: ignore[union-attr]
             if self.processing_class is not None
             else None
         )

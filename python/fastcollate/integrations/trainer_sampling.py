@@ -24,7 +24,7 @@ from ..sampling.packing import PackedBatchSampler
 from ..sampling.rebalance import BatchRebalanceSampler
 from .training_args import PACKED
 
-_TransformersRebalance = original("transformers.trainer_pt_utils", "BatchRebalanceSampler")
+_TransformersRebalance: Any = original("transformers.trainer_pt_utils", "BatchRebalanceSampler")
 
 
 class TrainerBatchRebalanceSampler(BatchRebalanceSampler, _TransformersRebalance):

@@ -61,8 +61,8 @@ class TrainingArguments(transformers.TrainingArguments):
         },
     )
 
-    def __post_init__(self):
-        super().__post_init__()
+    def __post_init__(self) -> None:
+        super().__post_init__()  # type: ignore[no-untyped-call]  # untyped upstream
         for name, strategy in (("packing_buffer", PACKED),
                                ("group_by_length_buffer", "group_by_length")):
             value = getattr(self, name)

@@ -135,7 +135,7 @@ def pack_dataset(
 
 def dataset_format(dataset: Any, strategy: str) -> dict[str, Any]:
     """The format to put back on the result, as TRL works it out (`_get_dataset_format`)."""
-    format = dataset.format
+    format: dict[str, Any] = dataset.format
     format.update(format.pop("format_kwargs", {}))
     if strategy != "wrapped" and format.get("columns") is not None:
         format["columns"] = list(format["columns"]) + ["seq_lengths"]
@@ -404,7 +404,7 @@ def wrapped_lists(
     copied = iter(straddling_values(column, chunk_starts, offsets, straddling))
     flats = flattened_chunks(column)
     if all_offsets is None:  # int32 offsets too short for some straddling run: cut further
-        parts = []
+        parts: list[Any] = []
         for source, first, end, _ in runs:
             rebased = offsets[first : end + 1] - offsets[first]
             if source < 0:
@@ -438,7 +438,7 @@ def wrapped_lists(
 def flattened_chunks(column: Any) -> list[Any]:
     """Each list chunk's values, rows concatenated (a slice of its child where no row is null),
     from one kernel call over the column (cheaper than a `flatten()` per chunk)."""
-    flats = pc.list_flatten(column).chunks
+    flats: list[Any] = pc.list_flatten(column).chunks
     if len(flats) != column.num_chunks:  # not one output chunk per input chunk: one by one
         return [chunk.flatten() for chunk in column.chunks]
     return flats

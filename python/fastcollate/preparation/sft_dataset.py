@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import operator
-from typing import Any
+from typing import Any, cast
 
 import datasets
 import numpy as np
@@ -144,7 +144,7 @@ def _checked_max_length(value: Any) -> int | None:
         # TRL slices with it: 0 keeps every token with "keep_end", a negative value cuts from
         # the other end. Neither is a length.
         raise ValueError(f"max_length must be a positive int or None, got {value}")
-    return value
+    return cast(int, value)  # an int: operator.index gave it
 
 
 class _ListColumn:
@@ -348,7 +348,7 @@ def _labelled_and_truncated(
 def _format(dataset: Any, out_names: list[str]) -> dict[str, Any]:
     """The format `map` and `filter` hand on (`transmit_format`): the input's type and options;
     its formatted columns, less those removed, plus those added."""
-    format = dataset.format
+    format: dict[str, Any] = dataset.format
     format.update(format.pop("format_kwargs", {}))
     if dataset._format_columns is not None:
         unformatted = set(dataset.column_names) - set(dataset._format_columns)

@@ -130,7 +130,7 @@ def even_across_ranks(batches: Iterable[list[Any]], drop_last: bool,
         yield batch
 
 
-class BufferedStream(torch.utils.data.IterableDataset):
+class BufferedStream(torch.utils.data.IterableDataset[Any]):
     """The shared part of the buffered streams; a subclass makes the epoch's batches
     (`_batches`, every reader the same) from the rows `_buffers` reads."""
 
@@ -173,7 +173,7 @@ class BufferedStream(torch.utils.data.IterableDataset):
         # workers are only known when iterating.
         sharding_for(iterable, self.source_sharded, name, self.num_replicas, 1)
         # In shared memory, so that persistent DataLoader workers see set_epoch too.
-        self._epoch = torch.zeros((), dtype=torch.int64).share_memory_()
+        self._epoch = torch.zeros((), dtype=torch.int64).share_memory_()  # type: ignore[no-untyped-call]  # untyped upstream
         # Batches of the current epoch this reader has handed out, whether it has handed out
         # all of them, and how many of the epoch's batches the next iteration skips
         # (load_state_dict).

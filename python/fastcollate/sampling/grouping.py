@@ -8,7 +8,7 @@ gives the same indices. Splitting, sorting and the longest-first swap run in Rus
 from __future__ import annotations
 
 import operator
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -52,4 +52,5 @@ def get_length_grouped_indices(
     no lengths give no indices where transformers raises."""
     array = as_lengths(lengths)
     batch_size = checked_count(batch_size, "batch_size", 1)
-    return grouped_indices_array(array, batch_size, mega_batch_mult, generator).tolist()
+    grouped = grouped_indices_array(array, batch_size, mega_batch_mult, generator)
+    return cast(list[int], grouped.tolist())

@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import sys
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -202,7 +202,7 @@ def _arrow_lengths(dataset: Any, column: str, length_column_name: str | None) ->
     if length_column_name is not None and lengths.size and lengths.min() < 0:
         row = int(np.argmax(lengths < 0))
         raise ValueError(f"row {row} of the dataset has length {lengths[row]} in {what}")
-    return lengths
+    return cast(np.ndarray, lengths)
 
 
 def _arrow_readable(dataset: Any) -> bool:
@@ -216,7 +216,8 @@ def _progress(iterable: Iterable[Any], total: int | None) -> Iterable[Any]:
         from tqdm.auto import tqdm
     except ImportError:  # pragma: no cover - tqdm comes with transformers and datasets
         return iterable
-    return tqdm(iterable, total=total, desc="Computing sequence lengths", disable=None)
+    return cast(Iterable[Any], tqdm(iterable, total=total, desc="Computing sequence lengths",
+                                    disable=None))
 
 
 def _rows(dataset: Any) -> tuple[Iterable[Any], int | None]:

@@ -19,7 +19,7 @@ from .packing import split_batches
 from .sharding import copies_per_batch
 
 
-class BatchRebalanceSampler(Sampler):
+class BatchRebalanceSampler(Sampler[list[int]]):
     r"""Same constructor and micro-batches as
     `transformers.trainer_pt_utils.BatchRebalanceSampler` for the same lengths, seed and epoch:
     per optimizer step, `effective_batch_size` indices of a `torch.randperm` order seeded with

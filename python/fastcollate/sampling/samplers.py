@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -38,10 +38,10 @@ def _resolve_lengths(
             f"{sampler} got {len(lengths)} lengths for a dataset of {size} rows; there must be "
             "one length per row"
         )
-    return lengths
+    return cast(np.ndarray, lengths)
 
 
-class LengthGroupedSampler(Sampler):
+class LengthGroupedSampler(Sampler[int]):
     r"""Same constructor and order as `transformers.LengthGroupedSampler`: indices grouped so
     that each batch holds rows of similar length, shuffled by `torch.randperm` with `generator`
     (or the global torch RNG). Lengths are read from Arrow for a `datasets.Dataset`.
@@ -68,7 +68,7 @@ class LengthGroupedSampler(Sampler):
         return iter(indices.tolist())
 
 
-class DistributedLengthGroupedSampler(DistributedSampler):
+class DistributedLengthGroupedSampler(DistributedSampler[int]):
     r"""Same constructor and per-rank order as `transformers.DistributedLengthGroupedSampler`
     for the same seed and epoch (call `set_epoch` each epoch, as with any DistributedSampler).
 

@@ -23,7 +23,7 @@ def checked_world(num_replicas: int | None, rank: int | None) -> tuple[int, int]
     (and it is initialized: accelerate and torchrun scripts start it), else 1 and 0; checked
     to be integers with 0 <= rank < num_replicas."""
     torch = sys.modules.get("torch")
-    distributed = getattr(torch, "distributed", None) if torch is not None else None
+    distributed: Any = getattr(torch, "distributed", None) if torch is not None else None
     initialized = (
         distributed is not None and distributed.is_available() and distributed.is_initialized()
     )

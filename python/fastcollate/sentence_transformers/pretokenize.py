@@ -69,9 +69,9 @@ def pretokenize(
             )
     mapping = router_mapping or {}
 
-    def tokenize(batch: dict[str, list]) -> dict[str, list]:
+    def tokenize(batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
         size = len(batch[texts[0]]) if texts else 0
-        out: dict[str, list] = {}
+        out: dict[str, list[Any]] = {}
         for name in texts:
             task = mapping.get(name)
             features = model.preprocess(batch[name], prompt=_prompt_for(prompts, name),

@@ -40,7 +40,8 @@ def keeps_end(collator: Any) -> bool:
             f"Unsupported truncation mode: {collator.truncation_mode!r}; expected 'keep_start' "
             "or 'keep_end'"
         )
-    return collator.truncation_mode == "keep_end"
+    keep_end: bool = collator.truncation_mode == "keep_end"
+    return keep_end
 
 
 class PtOnly:
@@ -57,4 +58,4 @@ class PtOnly:
 
     def __call__(self, features: Any, return_tensors: str | None = None) -> dict[str, Any]:
         check_pt_only(self.return_tensors if return_tensors is None else return_tensors)
-        return self.torch_call(features)  # type: ignore[attr-defined]
+        return self.torch_call(features)  # type: ignore[attr-defined,no-any-return]

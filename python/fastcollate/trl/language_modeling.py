@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -33,7 +33,7 @@ _TOKENS = "\0tokens"
 _SEQUENCES = "\0sequences"
 _INT64 = np.dtype(np.int64)
 _LISTS = {list}
-_TORCH_INTEGERS = {
+_TORCH_INTEGERS: dict[Any, np.dtype[Any]] = {
     torch.int8: np.dtype(np.int8),
     torch.int16: np.dtype(np.int16),
     torch.int32: np.dtype(np.int32),
@@ -115,7 +115,7 @@ class DataCollatorForLanguageModeling(TakesArrowBatches, PtOnly, TRLCollator):
             _check_integers(features, key, native[key])
         input_ids = native["input_ids"]
         # Only padding-free rows and packed position ids need the lengths (a pass over the mask).
-        row_lengths = native[_TOKENS].sum(axis=1) if padding_free or packed else None
+        row_lengths: Any = native[_TOKENS].sum(axis=1) if padding_free or packed else None
         sequence_lengths = _sequence_lengths(native, row_lengths) if packed else None
         # TRL's dtypes: padded, the first row's; padding-free, torch.cat's promotion over rows.
         # Arrow rows are Python lists (int64), the native output's dtype.
@@ -138,7 +138,9 @@ class DataCollatorForLanguageModeling(TakesArrowBatches, PtOnly, TRLCollator):
                 ids_dtype,
                 labels_dtype,
             )
-        mask = native[_TOKENS].astype(bool) if not has_labels or self.return_position_ids else None
+        mask: Any = (
+            native[_TOKENS].astype(bool) if not has_labels or self.return_position_ids else None
+        )
         labels = native["labels"] if has_labels else np.where(mask, input_ids, -100)
         batch = {
             "input_ids": _tensor(input_ids, ids_dtype, "input_ids"),
@@ -159,7 +161,7 @@ class DataCollatorForLanguageModeling(TakesArrowBatches, PtOnly, TRLCollator):
 
 # What TRL's padding-free batch is, for both ways of reading it: -100 at every sequence start,
 # position ids from 0, `seq_idx` and `cu_seq_lens`, integer rows only, empty rows adding nothing.
-_FLATTEN_OPTIONS = {
+_FLATTEN_OPTIONS: dict[str, Any] = {
     "separator_id": -100,
     "position_ids_start": 0,
     "position_ids": True,
@@ -200,6 +202,7 @@ def _flattened(features: Any, has_labels: bool, packed: bool) -> dict[str, Any]:
         **_FLATTEN_OPTIONS,
         seq_lengths=packed,
     )
+    assert flat is not None  # None only under in_place_only
     ids_dtype = _batch_dtype(features, "input_ids", True)
     labels_dtype = _batch_dtype(features, "labels", True) if has_labels else ids_dtype
     return _padding_free_batch(flat, ids_dtype, labels_dtype)
@@ -269,7 +272,7 @@ def _check_integers(features: Any, key: str, values: np.ndarray) -> None:
     raise TypeError(f"'{key}' holds {values.dtype} values; it must hold integers")
 
 
-def _sequence_lengths(native: dict, tokens: np.ndarray) -> np.ndarray:
+def _sequence_lengths(native: dict[str, Any], tokens: np.ndarray) -> np.ndarray:
     """Every row's `seq_lengths`, in order, after checking each is at least 1 and a row's add
     up to its number of tokens."""
     lengths = native["seq_lengths"]
@@ -289,7 +292,7 @@ def _sequence_lengths(native: dict, tokens: np.ndarray) -> np.ndarray:
             f"'seq_lengths' in row {row} add up to {int(sums[row])} but 'input_ids' has "
             f"{int(tokens[row])} tokens; the lengths of {_PACKED_ROW_HINT} must cover the row"
         )
-    return lengths[present]
+    return cast(np.ndarray, lengths[present])
 
 
 def _positions(sequence_lengths: np.ndarray, total: int, width: int) -> np.ndarray:

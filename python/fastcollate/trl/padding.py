@@ -24,7 +24,8 @@ def _checked_side(padding_side: Any) -> bool:
     """Whether to pad on the left; anything but "left" or "right" is refused up front."""
     if padding_side not in _SIDES:
         raise ValueError(f"padding_side must be 'left' or 'right', not {padding_side!r}")
-    return padding_side == "left"
+    left: bool = padding_side == "left"
+    return left
 
 
 def _checked_multiple(pad_to_multiple_of: Any) -> int | None:
@@ -167,7 +168,7 @@ def _natively_padded(
     return torch.from_numpy(native[_NATIVE_KEY])
 
 
-def _check_tensors(tensors: list) -> None:
+def _check_tensors(tensors: list[Any]) -> None:
     """Raise for the first value that is not a tensor or has another rank than the first."""
     first = tensors[0]
     for position, tensor in enumerate(tensors):
@@ -203,7 +204,7 @@ def _padded_row_by_row(
 
 
 def pad_with_mask(
-    sequences: list,
+    sequences: list[Any],
     padding_value: int = 0,
     padding_side: str = "right",
     pad_to_multiple_of: int | None = None,
@@ -245,7 +246,7 @@ def pad_with_mask(
 
 
 def padded_ids(
-    sequences: list,
+    sequences: list[Any],
     padding_value: int,
     multiple: int | None,
     left: bool,
@@ -257,7 +258,7 @@ def padded_ids(
 
 
 def padded_columns(
-    columns: list[list],
+    columns: list[list[Any]],
     padding_value: int,
     multiple: int | None,
     left: bool,
@@ -282,24 +283,27 @@ def padded_columns(
         native = _native.collate(rows, groups, float32=False, keys=keys)
     except (TypeError, ValueError) as error:
         for index, column in enumerate(columns):
-            _find_bad_row(column, lambda row, index=index: where(index, row))
+            # mypy cannot infer a lambda with a default argument.
+            _find_bad_row(column, lambda row, index=index: where(index, row))  # type: ignore[misc]
         message = str(error)
         found = re.match(r"'\x00ids(\d+)' in row (\d+)", message)
         if found:
-            column, row = int(found.group(1)), int(found.group(2))
-            message = where(column, row) + message[found.end() :]
+            bad_column, row = int(found.group(1)), int(found.group(2))
+            message = where(bad_column, row) + message[found.end() :]
         raise type(error)(message) from None
     padded = []
     for index, key in enumerate(keys):
         values = native[key]
         if values.dtype.kind not in "iu" or values.ndim != 2:
-            _find_bad_row(columns[index], lambda row, index=index: where(index, row))
+            _find_bad_row(
+                columns[index], lambda row, index=index: where(index, row)  # type: ignore[misc]
+            )
             raise TypeError(f"{where(index, 0)} holds {values.dtype} values; it must hold integers")
         padded.append((values, native[f"{_MASK}{key}"]))
     return padded
 
 
-def _find_bad_row(sequences: list, where: Callable[[int], str]) -> None:
+def _find_bad_row(sequences: list[Any], where: Callable[[int], str]) -> None:
     """Raise for the first sequence that is not a list or tuple of integers (the slow, exact
     check, run only after the native call has refused the batch)."""
     for row, value in enumerate(sequences):

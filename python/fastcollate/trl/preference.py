@@ -14,7 +14,7 @@ from __future__ import annotations
 import array
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 import torch
@@ -39,7 +39,7 @@ _PAIRED = (("", "chosen_ids"), ("", "rejected_ids"))  # DPO's and the reward's c
 _UNPAIRED_SETS = (("", "completion_ids"), ("KL_", "KL_completion_ids"))
 
 
-def _rows(examples: Any) -> list:
+def _rows(examples: Any) -> list[Any]:
     if isinstance(examples, (Mapping, str, bytes)):
         raise TypeError("a collator takes a list of rows (mappings of feature names to values)")
     rows = examples if isinstance(examples, list) else list(examples)
@@ -53,7 +53,7 @@ def _rows(examples: Any) -> list:
     return rows
 
 
-def _column(rows: list, key: str) -> list:
+def _column(rows: list[Any], key: str) -> list[Any]:
     """Every row's `key`; a missing one is a ValueError naming the row."""
     try:
         return [example[key] for example in rows]
@@ -62,7 +62,7 @@ def _column(rows: list, key: str) -> list:
         raise ValueError(f"row {row} has no '{key}'; every row needs it") from None
 
 
-def _token_lists(rows: list, key: str) -> list:
+def _token_lists(rows: list[Any], key: str) -> list[Any]:
     """`key` of every row, which must be a list or tuple of token ids: TRL joins prompt and
     completion with `+`, which adds numpy arrays and tensors element by element instead."""
     values = _column(rows, key)
@@ -75,14 +75,14 @@ def _token_lists(rows: list, key: str) -> list:
     return values
 
 
-def _joined(prompts: list, completions: list) -> list:
+def _joined(prompts: list[Any], completions: list[Any]) -> list[Any]:
     return [
         prompt + completion if type(prompt) is type(completion) else [*prompt, *completion]
         for prompt, completion in zip(prompts, completions, strict=True)
     ]
 
 
-def _scalars(rows: list, key: str, dtype: torch.dtype | None = None) -> torch.Tensor:
+def _scalars(rows: list[Any], key: str, dtype: torch.dtype | None = None) -> torch.Tensor:
     """One value per row as a tensor, as `torch.tensor` makes it (TRL's call)."""
     values = _column(rows, key)
     kinds = set(map(type, values))
@@ -125,8 +125,8 @@ def _cut_join(prompt: Any, completion: Any, max_length: int, keep_end: bool) -> 
 
 
 def _prompt_and_completion(
-    prompts: list, completions: list, max_length: int | None, keep_end: bool
-) -> tuple[list, np.ndarray]:
+    prompts: list[Any], completions: list[Any], max_length: int | None, keep_end: bool
+) -> tuple[list[Any], np.ndarray]:
     """The joined sequences (cut to `max_length`) and, per sequence, the first column of its
     completion after the cut."""
     prompt_lengths = np.fromiter(map(len, prompts), dtype=np.int64, count=len(prompts))
@@ -149,11 +149,11 @@ def _completion_mask(attention_mask: np.ndarray, completion_starts: np.ndarray) 
     for row, start in enumerate(completion_starts.tolist()):
         if start:
             completion[row, :start] = 0
-    return completion
+    return cast(np.ndarray, completion)
 
 
 def _padded_prompt_completion(
-    rows: list,
+    rows: list[Any],
     prompt_key: str | None,
     completion_keys: list[str],
     together: bool,
@@ -170,16 +170,20 @@ def _padded_prompt_completion(
     call refuses the batch, `report_bad_row()` pads the joined sequences the slow way to raise
     an error that names the row; the native error is raised if it does not."""
     try:
-        return _native.pad_prompt_completion(
-            rows,
-            prompt_key,
-            completion_keys,
-            together=together,
-            pad_id=pad_token_id,
-            multiple=multiple,
-            max_length=max_length,
-            keep_end=keep_end,
-            completion_mask=completion_mask,
+        # Never None here: only `in_place_only` (not passed) makes it None.
+        return cast(
+            "list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]",
+            _native.pad_prompt_completion(
+                rows,
+                prompt_key,
+                completion_keys,
+                together=together,
+                pad_id=pad_token_id,
+                multiple=multiple,
+                max_length=max_length,
+                keep_end=keep_end,
+                completion_mask=completion_mask,
+            ),
         )
     except (TypeError, ValueError, OverflowError):
         report_bad_row()
@@ -197,7 +201,7 @@ def _read_in_place(
     keep_end: bool,
     completion_mask: bool,
     scalars: list[tuple[str, str]] | None = None,
-) -> tuple[list, list[np.ndarray | None]] | None:
+) -> tuple[list[Any], list[np.ndarray | None]] | None:
     """`_padded_prompt_completion`'s matrices for the usual batch (a list of dicts whose token
     values are all lists or tuples of ints), read straight from the rows, and for each
     `(key, kind)` of `scalars` (kind "float32": exact floats, "bool": exact bools) that column
@@ -226,14 +230,14 @@ def _read_in_place(
 
 
 def _scalar(
-    rows: list, key: str, read: np.ndarray | None, dtype: torch.dtype | None = None
+    rows: list[Any], key: str, read: np.ndarray | None, dtype: torch.dtype | None = None
 ) -> torch.Tensor:
     """`key`'s tensor: `read` (the column read with the tokens) when there is one, else read
     from the rows by `_scalars`."""
     return _scalars(rows, key, dtype) if read is None else torch.from_numpy(read)
 
 
-def _first_dict(examples: Any) -> dict | None:
+def _first_dict(examples: Any) -> dict[str, Any] | None:
     """The first row of a non-empty list whose first row is a dict (the usual batch)."""
     if type(examples) is list and examples and type(examples[0]) is dict:
         return examples[0]
@@ -241,13 +245,13 @@ def _first_dict(examples: Any) -> dict | None:
 
 
 def _preference_from_rows(
-    rows: list,
-    completions: list,
+    rows: list[Any],
+    completions: list[Any],
     pad_token_id: int,
     multiple: int | None,
     max_length: int | None,
     keep_end: bool,
-) -> list:
+) -> list[Any]:
     """DPO's padded matrices (`completions`: the chosen and rejected columns), every row
     checked (and a bad one named)."""
     keys = (completions[0][1], completions[1][1])
@@ -280,8 +284,8 @@ def _preference_from_rows(
 
 
 def _padded_pairs(
-    first: list,
-    second: list,
+    first: list[Any],
+    second: list[Any],
     keys: tuple[str, str],
     pad_token_id: int,
     multiple: int | None,
@@ -300,8 +304,8 @@ def _padded_pairs(
 
 
 def _reward_from_rows(
-    rows: list,
-    completions: list,
+    rows: list[Any],
+    completions: list[Any],
     pad_token_id: int,
     multiple: int | None,
     max_length: int | None,
@@ -339,13 +343,13 @@ def _reward_from_rows(
 
 
 def _unpaired_from_rows(
-    rows: list,
-    sets: list,
+    rows: list[Any],
+    sets: list[Any],
     pad_token_id: int,
     multiple: int | None,
     max_length: int | None,
     keep_end: bool,
-) -> list:
+) -> list[Any]:
     """The padded matrices of KTO's `(prefix, key)` sets (those in the first row), every row
     checked (and a bad one named). KTO keeps the start: `keep_end` is False."""
     prompts = _token_lists(rows, "prompt_ids")
@@ -492,7 +496,7 @@ class _Layout:
     scalars: tuple[_Scalar, ...]
     # The padded matrices of a batch that is not read in place, every row checked (a bad one
     # named): (rows, completions, pad_token_id, multiple, max_length, keep_end).
-    from_rows: Callable[[list, list, int, int | None, int | None, bool], list]
+    from_rows: Callable[[list[Any], list[Any], int, int | None, int | None, bool], list[Any]]
     # The output read from an ArrowBatch, or None where the rows must decide.
     from_arrow: Callable[[Any, ArrowBatch], dict[str, Any] | None]
 
@@ -517,7 +521,7 @@ class _PreferenceTorchCall:
     dicts of token lists) read in place by one native call, the scalars with it; any other
     batch checked row by row (`from_rows`, which names a bad row)."""
 
-    _batch_methods = ("__call__", "torch_call")
+    _batch_methods: tuple[str, ...] = ("__call__", "torch_call")
     _layout: ClassVar[_Layout]
 
     def torch_call(self, examples: Any) -> dict[str, Any]:

@@ -20,7 +20,7 @@ _MASK = "\0mask:"
 
 def token_columns(
     batch: ArrowBatch, keys: Sequence[str], scalars: Sequence[str]
-) -> dict | None:
+) -> dict[str, Any] | None:
     """`{key: (values, lengths)}` for each token column of `keys` (int64, right-padded with 0,
     and each row's length) and `{key: list}` (Python numbers, as `datasets` gives them) for each
     of `scalars`. None where the row path must decide, giving the same output or its own error:
@@ -54,7 +54,7 @@ def token_columns(
 
 
 def joined(
-    prompt: tuple, completion: tuple, max_length: int | None, keep_end: bool
+    prompt: tuple[Any, ...], completion: tuple[Any, ...], max_length: int | None, keep_end: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each row's prompt followed by its completion, cut to `max_length` from the start or (keep
     end) from the end: (values, lengths, the column where each completion starts after the
