@@ -713,7 +713,7 @@ fn materialize(
         DType::I64 if !is_float && planned.width.is_some() => place(
             planned,
             offsets,
-            Values::Borrowed(&column.ints),
+            Values::Borrowed(column.fitting_ints()?),
             pad,
             buffer,
         ),
@@ -729,7 +729,7 @@ fn materialize(
             let flat: Vec<bool> = if is_float {
                 column.floats.iter().map(|&v| v != 0.0).collect()
             } else {
-                column.ints.iter().map(|&v| v != 0).collect()
+                column.fitting_ints()?.iter().map(|&v| v != 0).collect()
             };
             place(planned, offsets, Values::Owned(flat), pad != 0, buffer)
         }
@@ -922,6 +922,11 @@ pub fn plan_outputs(mut columns: Vec<Column>, plan: &Plan) -> Result<Planned> {
         let lengths = column.lengths();
         let padded = target.is_some_and(|t| lengths.iter().any(|&l| l != t));
         let dtype = output_dtype(plan, &column.key, column.output_kind(), padded);
+        // `np.asarray` makes an object array of a list with an int past uint64; Python lists
+        // (`allow_ragged`) and a dtype the caller names take it as a float.
+        if dtype == DType::F64 && !plan.allow_ragged && !plan.dtypes.contains_key(&column.key) {
+            column.beyond_u64_error()?;
+        }
         let layout = match (column.shape, target) {
             (Some(Shape::Scalar), _) => Layout::Scalar { rows },
             (_, Some(columns)) => Layout::Matrix { rows, columns },
