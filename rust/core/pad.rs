@@ -994,6 +994,54 @@ mod tests {
         }
     }
 
+    /// A label column: 2.5, then an int past int64 (`fits_u64` says whether past uint64 too).
+    fn float_and_unfit_labels(fits_u64: bool) -> Column {
+        let mut c = Column::new("label");
+        c.push_float(2.5);
+        c.end_row(Shape::Scalar).unwrap();
+        c.push_unfit_int(4.0 * 9_223_372_036_854_775_808.0, fits_u64);
+        c.end_row(Shape::Scalar).unwrap();
+        c
+    }
+
+    #[test]
+    fn an_int_past_int64_beside_a_float_is_its_float_or_raises_past_uint64_under_numpy() {
+        let big = 4.0 * 9_223_372_036_854_775_808.0;
+        let overflow = CollateError::Overflow {
+            key: "label".into(),
+            row: 1,
+            position: 0,
+        };
+        // torch's float32: any finite value.
+        let out = collate(vec![float_and_unfit_labels(false)], &plan(vec![])).unwrap();
+        assert_eq!(out[0].data, Data::F32(vec![2.5, big as f32]));
+        // numpy's inferred float64: an int past uint64 makes an object array there.
+        let numpy = Plan {
+            float_dtype: DType::F64,
+            ..plan(vec![])
+        };
+        let fits = collate(vec![float_and_unfit_labels(true)], &numpy).unwrap();
+        assert_eq!(fits[0].data, Data::F64(vec![2.5, big]));
+        assert_eq!(
+            collate(vec![float_and_unfit_labels(false)], &numpy).unwrap_err(),
+            overflow
+        );
+        // Python lists and a named dtype take it as a float; int64 cannot hold it.
+        let lists = Plan {
+            allow_ragged: true,
+            ..numpy.clone()
+        };
+        assert!(collate(vec![float_and_unfit_labels(false)], &lists).is_ok());
+        let mut named = numpy.clone();
+        named.dtypes.insert("label".into(), DType::F32);
+        assert!(collate(vec![float_and_unfit_labels(false)], &named).is_ok());
+        named.dtypes.insert("label".into(), DType::I64);
+        assert_eq!(
+            collate(vec![float_and_unfit_labels(true)], &named).unwrap_err(),
+            overflow
+        );
+    }
+
     #[test]
     fn pads_right_and_creates_mask_last() {
         let cols = vec![
