@@ -58,6 +58,7 @@ fn into_ints(column: Column) -> Result<(Vec<i64>, Vec<usize>)> {
     let values = if column.kind == Some(Kind::Float) {
         column.to_ints()?
     } else {
+        column.fitting_ints()?;
         column.ints
     };
     Ok((values, column.offsets))

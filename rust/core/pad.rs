@@ -713,7 +713,7 @@ fn materialize(
         DType::I64 if !is_float && planned.width.is_some() => place(
             planned,
             offsets,
-            Values::Borrowed(&column.ints),
+            Values::Borrowed(column.fitting_ints()?),
             pad,
             buffer,
         ),
@@ -729,7 +729,7 @@ fn materialize(
             let flat: Vec<bool> = if is_float {
                 column.floats.iter().map(|&v| v != 0.0).collect()
             } else {
-                column.ints.iter().map(|&v| v != 0).collect()
+                column.fitting_ints()?.iter().map(|&v| v != 0).collect()
             };
             place(planned, offsets, Values::Owned(flat), pad != 0, buffer)
         }
@@ -922,6 +922,11 @@ pub fn plan_outputs(mut columns: Vec<Column>, plan: &Plan) -> Result<Planned> {
         let lengths = column.lengths();
         let padded = target.is_some_and(|t| lengths.iter().any(|&l| l != t));
         let dtype = output_dtype(plan, &column.key, column.output_kind(), padded);
+        // `np.asarray` makes an object array of a list with an int past uint64; Python lists
+        // (`allow_ragged`) and a dtype the caller names take it as a float.
+        if dtype == DType::F64 && !plan.allow_ragged && !plan.dtypes.contains_key(&column.key) {
+            column.beyond_u64_error()?;
+        }
         let layout = match (column.shape, target) {
             (Some(Shape::Scalar), _) => Layout::Scalar { rows },
             (_, Some(columns)) => Layout::Matrix { rows, columns },
@@ -987,6 +992,54 @@ mod tests {
             allow_ragged: false,
             dtypes: HashMap::new(),
         }
+    }
+
+    /// A label column: 2.5, then an int past int64 (`fits_u64` says whether past uint64 too).
+    fn float_and_unfit_labels(fits_u64: bool) -> Column {
+        let mut c = Column::new("label");
+        c.push_float(2.5);
+        c.end_row(Shape::Scalar).unwrap();
+        c.push_unfit_int(4.0 * 9_223_372_036_854_775_808.0, fits_u64);
+        c.end_row(Shape::Scalar).unwrap();
+        c
+    }
+
+    #[test]
+    fn an_int_past_int64_beside_a_float_is_its_float_or_raises_past_uint64_under_numpy() {
+        let big = 4.0 * 9_223_372_036_854_775_808.0;
+        let overflow = CollateError::Overflow {
+            key: "label".into(),
+            row: 1,
+            position: 0,
+        };
+        // torch's float32: any finite value.
+        let out = collate(vec![float_and_unfit_labels(false)], &plan(vec![])).unwrap();
+        assert_eq!(out[0].data, Data::F32(vec![2.5, big as f32]));
+        // numpy's inferred float64: an int past uint64 makes an object array there.
+        let numpy = Plan {
+            float_dtype: DType::F64,
+            ..plan(vec![])
+        };
+        let fits = collate(vec![float_and_unfit_labels(true)], &numpy).unwrap();
+        assert_eq!(fits[0].data, Data::F64(vec![2.5, big]));
+        assert_eq!(
+            collate(vec![float_and_unfit_labels(false)], &numpy).unwrap_err(),
+            overflow
+        );
+        // Python lists and a named dtype take it as a float; int64 cannot hold it.
+        let lists = Plan {
+            allow_ragged: true,
+            ..numpy.clone()
+        };
+        assert!(collate(vec![float_and_unfit_labels(false)], &lists).is_ok());
+        let mut named = numpy.clone();
+        named.dtypes.insert("label".into(), DType::F32);
+        assert!(collate(vec![float_and_unfit_labels(false)], &named).is_ok());
+        named.dtypes.insert("label".into(), DType::I64);
+        assert_eq!(
+            collate(vec![float_and_unfit_labels(true)], &named).unwrap_err(),
+            overflow
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@ and another from 3.12 on."""
 
 from __future__ import annotations
 
+import copy
 import enum
 import os
 import subprocess
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 from transformers import DataCollatorWithPadding
 
 import fastcollate
-from tests.support.compare import assert_same_batch, has_object_array
+from tests.support.compare import assert_same_batch, assert_unchanged, has_object_array
 
 pytestmark = pytest.mark.parity
 
@@ -744,6 +745,8 @@ _ODD_LABELS = st.sampled_from(
     st.sampled_from(["pt", "np"]),
 )
 @example("lists", [1], [0] * 6, {0: None}, "np")  # transformers: an object array
+@example("lists", [3, 2, 1], [0, -4611686018427387903, 0, 0, 0, 0],
+         {0: 2.5, 2: INT64_MAX + 1}, "pt")  # a float, then an int past int64: float labels
 @settings(max_examples=80, deadline=None)
 def test_labels_of_any_kind_beside_padded_rows(collators, fmt, lengths, labels, odd,
                                                return_tensors):
@@ -766,6 +769,198 @@ def test_labels_of_any_kind_beside_padded_rows(collators, fmt, lengths, labels, 
     # Twice: the second call is served by the collator's call plan.
     for _ in range(2):
         assert_same_as_transformers_or_both_raise(collators, rows, return_tensors)
+
+
+# ---------------------------------------------------------------------------------------------
+# Ints beyond int64 beside a float: torch.tensor and np.asarray infer a float dtype from the whole
+# list and take such an int as its (correctly rounded) float; only a column of ints alone keeps
+# the documented error (docs/differences.md, "Bad values").
+
+# Beyond int64 but within float64 (and, for the first four, within uint64: np.asarray makes a
+# float64 array of them beside a float, an object array of the others).
+BEYOND_INT64 = [INT64_MAX + 1, 2**64 - 1, np.uint64(2**63), np.uint64(2**64 - 1), INT64_MIN - 1,
+                2**64, -(2**64) - 3, 2**100 + 2**76 + 1, 2**1023]
+_FITS_UINT64 = 4
+
+
+def _beyond(index: int):
+    value = BEYOND_INT64[index]
+    return value if isinstance(value, np.generic) else fresh(value)
+
+
+def _theirs_or_error(fn):
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            batch = fn()
+    except Exception as err:  # noqa: BLE001 - compared with ours below
+        return err
+    return None if has_object_array(batch) else batch
+
+
+def _same_or_both_raise(ours_fn, theirs_fn, key):
+    """Ours equals transformers' batch; where transformers raises or makes an object array (a
+    documented difference), ours raises a ValueError naming the key and a row."""
+    expected = _theirs_or_error(theirs_fn)
+    if expected is None or isinstance(expected, Exception):
+        with pytest.raises(ValueError, match=rf"'{key}' in row \d+"):
+            ours_fn()
+        return expected
+    assert_same_batch(ours_fn(), expected)
+    return expected
+
+
+@pytest.mark.parametrize("return_tensors", ["pt", "np"])
+@pytest.mark.parametrize("float_first", [True, False], ids=["float-first", "float-after"])
+@pytest.mark.parametrize("index", range(len(BEYOND_INT64)), ids=lambda i: repr(BEYOND_INT64[i]))
+def test_label_beyond_int64_beside_a_float(collators, index, float_first, return_tensors):
+    labels = [2.5, -4611686018427387903, _beyond(index)]
+    if not float_first:
+        labels.reverse()
+    rows = [{"input_ids": [101, 7, 102][: 3 - i], "label": label}
+            for i, label in enumerate(labels)]
+    before = copy.deepcopy(rows)
+    theirs, ours = collators
+    theirs.return_tensors = ours.return_tensors = return_tensors
+    try:
+        # Twice: the second call is served by the collator's call plan.
+        for _ in range(2):
+            expected = _same_or_both_raise(lambda: ours(rows), lambda: theirs(rows), "label")
+    finally:
+        theirs.return_tensors = ours.return_tensors = "pt"
+    # torch takes every such int as a float (but refuses a list whose first value is a numpy
+    # uint64 beside Python ints); numpy those within uint64.
+    uint64_first = isinstance(labels[0], np.uint64)
+    if (return_tensors == "pt" and not uint64_first) or (
+            return_tensors == "np" and index < _FITS_UINT64):
+        assert expected is not None and not isinstance(expected, Exception)
+        assert expected["labels"].dtype in (torch.float32, np.float64)
+    assert_unchanged(rows, before)
+
+
+_SEQUENCE_LABELS = [
+    [[2.5, INT64_MAX + 1], [1, 2]],  # a float, then the big int in its row
+    [[INT64_MAX + 1, 3, 2.5], [1, 2, 3]],  # the big int first in a row of ints
+    [[1, INT64_MAX + 1, 3], [1, 2.5, 3]],  # the big int in a row before the float's
+    [(1, 2**64 - 1, 3), (1, 2.5, 3)],  # tuple rows
+    [[2.5, INT64_MIN - 1], [1, 2]],  # beyond uint64 too: numpy makes an object array
+    [[1, 2**80], [2.5, 1]],
+]
+# A numpy uint64 scalar in a list row beside Python ints: torch refuses to promote it (even a
+# small one; fastcollate reads numpy scalars in list rows as numbers), numpy makes float64.
+_NP_UINT64_IN_A_ROW = [[1, np.uint64(2**63), 3], [1, 2.5, 3]]
+
+
+@pytest.mark.parametrize(
+    ("labels", "return_tensors"),
+    [(labels, rt) for labels in _SEQUENCE_LABELS for rt in ("pt", "np")]
+    + [(_NP_UINT64_IN_A_ROW, "np")],
+)
+def test_sequence_rows_with_an_int_beyond_int64_beside_a_float(collators, bert_tokenizer,
+                                                               labels, return_tensors):
+    def make():
+        return [{"input_ids": [101, 7, 102][: 3 - i], "labels": label}
+                for i, label in enumerate(labels)]
+
+    rows = make()
+    before = copy.deepcopy(rows)
+    theirs, ours = collators
+    theirs.return_tensors = ours.return_tensors = return_tensors
+    try:
+        for _ in range(2):
+            _same_or_both_raise(lambda: ours(rows), lambda: theirs(make()), "labels")
+    finally:
+        theirs.return_tensors = ours.return_tensors = "pt"
+    _same_or_both_raise(
+        lambda: fastcollate.pad(rows, bert_tokenizer, return_tensors=return_tensors),
+        lambda: bert_tokenizer.pad(make(), return_tensors=return_tensors),
+        "labels",
+    )
+    assert_unchanged(rows, before)
+
+
+@pytest.mark.parametrize("return_tensors", ["pt", "np"])
+@pytest.mark.parametrize(
+    "labels",
+    [
+        [2.5, INT64_MAX + 1, -4611686018427387903],  # a float first: float32 labels
+        [2.5, np.uint64(2**64 - 1)],
+        [2.5, 2**100],
+        [INT64_MAX + 1, 2.5],  # an int first: int64 labels, which cannot hold it (both raise)
+        [[2.5, INT64_MAX + 1], [1, 2]],  # label lists
+        [[INT64_MAX + 1, 2.5], [1, 2]],
+    ],
+    ids=["float-first", "np-uint64", "2**100", "int-first", "lists", "lists-big-first"],
+)
+def test_default_data_collator_labels_beyond_int64_beside_a_float(labels, return_tensors):
+    from transformers import default_data_collator
+
+    def make():
+        return [{"input_ids": [101, 7], "label": label} for label in labels]
+
+    rows = make()
+    before = copy.deepcopy(rows)
+    _same_or_both_raise(
+        lambda: fastcollate.default_data_collator(rows, return_tensors=return_tensors),
+        lambda: default_data_collator(make(), return_tensors=return_tensors),
+        "label",
+    )
+    assert_unchanged(rows, before)
+
+
+@pytest.mark.parametrize("return_tensors", ["pt", "np"])
+@pytest.mark.parametrize(
+    "collator", ["DataCollatorWithPadding", "DataCollatorForTokenClassification",
+                 "DataCollatorForSeq2Seq"],
+)
+@pytest.mark.parametrize(
+    "labels",
+    [
+        [np.array([INT64_MAX + 1, 1], dtype=np.uint64), [2.5, 1]],  # a uint64 array row
+        [[2.5, 1], np.array([2**64 - 1, 1], dtype=np.uint64)],
+        [[2.5, INT64_MAX + 1], [1, 2]],
+    ],
+    ids=["uint64-array-first", "uint64-array-after", "list"],
+)
+def test_padding_collators_labels_beyond_int64_beside_a_float(bert_tokenizer, collator, labels,
+                                                              return_tensors):
+    # DataCollatorWithPadding keeps the float column; the token-classification and seq2seq
+    # collators make int64 labels, which cannot hold the int (both raise).
+    def make():
+        return [{"input_ids": [101, 7, 102][: 3 - i], "labels": np.copy(label)
+                 if isinstance(label, np.ndarray) else list(label)}
+                for i, label in enumerate(labels)]
+
+    import transformers
+
+    theirs = getattr(transformers, collator)(bert_tokenizer, return_tensors=return_tensors)
+    ours = getattr(fastcollate, collator)(bert_tokenizer, return_tensors=return_tensors)
+    rows = make()
+    if collator == "DataCollatorForSeq2Seq" and return_tensors == "np" and isinstance(
+            labels[0], np.ndarray):
+        # transformers' np.array(..., dtype=np.int64) wraps the uint64 row's values around; a
+        # documented difference (docs/differences.md, "Bad values": uint64 arrays raise).
+        with pytest.raises(ValueError, match=r"'labels' in row 0 holds an integer at position 0"):
+            ours(rows)
+        return
+    for _ in range(2):
+        _same_or_both_raise(lambda: ours(rows), lambda: theirs(make()), "labels")
+
+
+@pytest.mark.parametrize("return_tensors", ["pt", "np"])
+@pytest.mark.parametrize("value", [10**400, -(10**400)], ids=["above", "below"])
+def test_label_beyond_float64_beside_a_float_raises(collators, value, return_tensors):
+    # torch cannot make a float of it (it raises) and numpy makes an object array.
+    rows = [{"input_ids": [101], "label": 2.5}, {"input_ids": [101, 7], "label": value}]
+    theirs, ours = collators
+    theirs.return_tensors = ours.return_tensors = return_tensors
+    try:
+        assert _theirs_or_error(lambda: theirs(rows)) is None or isinstance(
+            _theirs_or_error(lambda: theirs(rows)), Exception)
+        with pytest.raises(ValueError, match=r"'label' in row 1 holds an integer at position 0"):
+            ours(rows)
+    finally:
+        theirs.return_tensors = ours.return_tensors = "pt"
 
 
 @pytest.mark.parametrize("fmt", [np.asarray, torch.tensor])

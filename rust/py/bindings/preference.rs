@@ -47,7 +47,7 @@ fn sequences(column: &Column) -> PyResult<Sequences<'_>> {
     }
     Ok(Sequences {
         key: &column.key,
-        values: &column.ints,
+        values: column.fitting_ints()?,
         offsets: &column.offsets,
     })
 }

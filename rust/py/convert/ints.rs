@@ -15,11 +15,6 @@ use pyo3::types::PyInt;
 use crate::core::column::Column;
 use crate::core::pad::Slots;
 
-/// An int past the int64 range at `position` of its sequence.
-pub struct OutOfRange {
-    pub position: usize,
-}
-
 /// The item array of a list (`is_list`) or tuple; empty when it has no items.
 ///
 /// # Safety
@@ -67,16 +62,12 @@ unsafe fn exact_int_value(item: *mut pyo3::ffi::PyObject, inline: bool) -> Optio
     (overflow == 0).then_some(value)
 }
 
-/// Pushes the leading run of exact Python ints of a list (`is_list`) or tuple, read from its
-/// item array (no reference count, `Bound` or extraction call per item); returns how many items
-/// it took, or where the first int past the int64 range is: much less work per item than
-/// reading item by item.
+/// Pushes the leading run of exact Python ints in the int64 range of a list (`is_list`) or
+/// tuple, read from its item array (no reference count, `Bound` or extraction call per item);
+/// returns how many items it took (it stops before an int past the int64 range, which the
+/// caller reads item by item): much less work per item than reading item by item.
 #[cfg(not(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy)))]
-pub fn read_exact_ints(
-    column: &mut Column,
-    sequence: &Bound<'_, PyAny>,
-    is_list: bool,
-) -> Result<usize, OutOfRange> {
+pub fn read_exact_ints(column: &mut Column, sequence: &Bound<'_, PyAny>, is_list: bool) -> usize {
     use pyo3::ffi;
     // SAFETY: the caller checked the sequence's type. Nothing below runs Python code (an exact
     // int converts without calling back into Python) and the interpreter stays attached, so the
@@ -90,8 +81,9 @@ pub fn read_exact_ints(
         .unwrap_or(items.len());
     if run == 0 {
         // Nothing pushed: an int push would turn a column of bools into ints.
-        return Ok(0);
+        return 0;
     }
+    let before = column.values_len();
     // A second pass over a run known to be exact ints: an exact-size loop with no exit.
     let inline = int_digits_are_30_bit(sequence.py());
     let mut overflow_at = None;
@@ -104,8 +96,12 @@ pub fn read_exact_ints(
         value.unwrap_or(-1)
     }));
     match overflow_at {
-        None => Ok(run),
-        Some(position) => Err(OutOfRange { position }),
+        None => run,
+        Some(position) => {
+            // The run's tail from the int past int64 on is taken back, for the caller to read.
+            column.truncate_values(before.saturating_add(position));
+            position
+        }
     }
 }
 
@@ -116,8 +112,8 @@ pub fn read_exact_ints(
     _column: &mut Column,
     _sequence: &Bound<'_, PyAny>,
     _is_list: bool,
-) -> Result<usize, OutOfRange> {
-    Ok(0)
+) -> usize {
+    0
 }
 
 /// Writes a list's (`is_list`) or tuple's items into `place`, which is as long as it, when

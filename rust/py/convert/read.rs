@@ -18,7 +18,7 @@ use crate::core::column::{Column, Shape};
 use crate::core::error::CollateError;
 
 use super::array_values::with_values;
-use super::ints::{self, OutOfRange};
+use super::ints;
 use super::tensor_concat::{concatenate_tensors, ConcatenatedRows};
 use super::torch::{is_torch_tensor, tensor_as_numpy, torch_tensor_type};
 
@@ -136,7 +136,28 @@ impl Site<'_> {
 enum Scalar {
     Bool(bool),
     Int(i64),
+    /// An integer beyond int64: its correctly rounded f64 and whether it fits in uint64 (see
+    /// `Column::push_unfit_int`).
+    UnfitInt(f64, bool),
     Float(f64),
+}
+
+/// An int (a Python int or a numpy integer scalar) as a number: beyond int64, its correctly
+/// rounded f64 (`float(value)`, as torch.tensor and np.asarray take it beside a float); beyond
+/// f64 too, an overflow error (torch raises there too).
+fn read_int(
+    item: &Bound<'_, PyAny>,
+    site: &Site<'_>,
+    position: usize,
+) -> Result<Scalar, ReadError> {
+    if let Ok(v) = item.extract::<i64>() {
+        return Ok(Scalar::Int(v));
+    }
+    let fits_u64 = item.extract::<u64>().is_ok();
+    match item.extract::<f64>() {
+        Ok(v) if v.is_finite() => Ok(Scalar::UnfitInt(v, fits_u64)),
+        _ => Err(site.overflow(position)),
+    }
 }
 
 /// Reads one number. `Ok(None)`: not a number at all.
@@ -149,10 +170,7 @@ fn read_scalar(
         return Ok(Some(Scalar::Bool(b.is_true())));
     }
     if item.is_instance_of::<PyInt>() {
-        return match item.extract::<i64>() {
-            Ok(v) => Ok(Some(Scalar::Int(v))),
-            Err(_) => Err(site.overflow(position)),
-        };
+        return read_int(item, site, position).map(Some);
     }
     if let Ok(f) = item.cast::<PyFloat>() {
         return Ok(Some(Scalar::Float(f.value())));
@@ -160,10 +178,7 @@ fn read_scalar(
     let py = item.py();
     let np = numpy_scalars(py)?;
     if item.is_instance(np.integer.bind(py))? {
-        return match item.extract::<i64>() {
-            Ok(v) => Ok(Some(Scalar::Int(v))),
-            Err(_) => Err(site.overflow(position)),
-        };
+        return read_int(item, site, position).map(Some);
     }
     if item.is_instance(np.floating.bind(py))? {
         return Ok(Some(Scalar::Float(item.extract::<f64>()?)));
@@ -178,6 +193,7 @@ fn push_scalar(column: &mut Column, scalar: Scalar) {
     match scalar {
         Scalar::Bool(v) => column.push_bool(v),
         Scalar::Int(v) => column.push_int(v),
+        Scalar::UnfitInt(v, fits_u64) => column.push_unfit_int(v, fits_u64),
         Scalar::Float(v) => column.push_float(v),
     }
 }
@@ -190,8 +206,7 @@ fn read_sequence(
     is_list: bool,
     site: &Site<'_>,
 ) -> Result<(), ReadError> {
-    let start = ints::read_exact_ints(column, sequence, is_list)
-        .map_err(|OutOfRange { position }| site.overflow(position))?;
+    let start = ints::read_exact_ints(column, sequence, is_list);
     if is_list {
         let list = sequence.cast::<PyList>().map_err(PyErr::from)?;
         if start < list.len() {
@@ -219,7 +234,7 @@ fn read_sequence_items<'py>(
         if let Ok(int) = item.cast_exact::<PyInt>() {
             match int.extract::<i64>() {
                 Ok(v) => column.push_int(v),
-                Err(_) => return Err(site.overflow(position)),
+                Err(_) => push_scalar(column, read_int(&item, site, position)?),
             }
             continue;
         }
@@ -317,26 +332,28 @@ fn extend_rows<T: ColumnElement>(
 fn read_array_1d(
     column: &mut Column,
     array: &Bound<'_, PyUntypedArray>,
-    site: &Site<'_>,
 ) -> Result<bool, ReadError> {
     if array.dtype().kind() == b'u' && array.dtype().itemsize() == 8 {
-        let mut overflow_at = None;
         let read = with_values::<u64, _>(array, |values| {
-            overflow_at = values.iter().position(|&v| v > i64::MAX as u64);
-            if overflow_at.is_none() {
+            if values.iter().all(|&v| i64::try_from(v).is_ok()) {
                 column.extend_ints(values.iter().map(|&v| v as i64));
+                return;
+            }
+            // Past int64: each such value kept as its rounded f64 (see `push_unfit_int`).
+            for &v in values {
+                match i64::try_from(v) {
+                    Ok(v) => column.push_int(v),
+                    Err(_) => column.push_unfit_int(v as f64, true),
+                }
             }
         });
-        return match overflow_at {
-            Some(position) => Err(site.overflow(position)),
-            None => Ok(read.is_some()),
-        };
+        return Ok(read.is_some());
     }
     read_flat_array(column, array, None)
 }
 
-/// Reads a 1-d array of any dtype with a fast path but uint64 (whose overflow errors need a
-/// position in a row): into the current row, or split into rows (see `extend_rows`).
+/// Reads a 1-d array of any dtype with a fast path but uint64 (whose values past int64 are
+/// pushed one by one): into the current row, or split into rows (see `extend_rows`).
 fn read_flat_array(
     column: &mut Column,
     array: &Bound<'_, PyUntypedArray>,
@@ -513,7 +530,7 @@ fn read_array(
     match array.ndim() {
         0 => read_scalar_row(column, &array.call_method0("item")?, site),
         1 => {
-            if !read_array_1d(column, array, site)? {
+            if !read_array_1d(column, array)? {
                 let list = array.call_method0("tolist")?;
                 let list = list.cast_into::<PyList>().map_err(PyErr::from)?;
                 read_sequence(column, &list, true, site)?;
