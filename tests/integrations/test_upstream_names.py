@@ -15,6 +15,10 @@ import pytest
 from fastcollate._internal.patching import original
 from fastcollate._internal.upstream import PRIVATE_NAMES, PrivateName
 
+# Run with the parity tests (on every CPython, and by the workflow's newest-upstream job): an
+# upstream rename shows here first, named.
+pytestmark = pytest.mark.parity
+
 
 def _owner(entry: PrivateName) -> Any:
     """The library's own class (not fastcollate's, were it patched in)."""
