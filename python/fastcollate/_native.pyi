@@ -50,6 +50,7 @@ class PadGroup:
         # (follower key, pad value, whether each row must be exactly as long as the lead's)
         followers: Sequence[tuple[str, int, bool]] = ...,
         attention_mask: str | None = None,  # its key; created when absent
+        integer_lead: bool = False,  # the lead holds token ids: a float is an error
     ) -> PadGroup: ...
     # The same group with one more follower.
     def with_follower(self, key: str, pad_value: int, same_length_as_lead: bool) -> PadGroup: ...

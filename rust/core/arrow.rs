@@ -194,6 +194,10 @@ impl Values<'_> {
             Values::F64(v) => column.extend_floats(v[start..end].iter().copied()),
             Values::Bool { bits, .. } => column.extend_bools((start..end).map(|i| bits.get(i))),
         }
+        if self.is_float() {
+            // A dataset hands these rows out as lists of Python floats.
+            column.mark_python_floats();
+        }
         Ok(())
     }
 }

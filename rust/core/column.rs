@@ -55,6 +55,10 @@ pub struct Column {
     pub unfit_ints: Vec<UnfitInt>,
     /// `offsets[r]..offsets[r + 1]` are row r's values; `offsets.len() == rows + 1`.
     pub offsets: Vec<usize>,
+    /// The first row holding a float read as a Python value (a Python or numpy float scalar,
+    /// or an Arrow float, which a dataset hands out as a Python float), not from an array's
+    /// buffer: None while there is none. Token ids refuse such a row (see `PadGroup`).
+    pub first_python_float_row: Option<usize>,
 }
 
 impl Column {
@@ -74,6 +78,7 @@ impl Column {
             exact_ints: Vec::new(),
             unfit_ints: Vec::new(),
             offsets,
+            first_python_float_row: None,
         }
     }
 
@@ -163,6 +168,14 @@ impl Column {
     pub fn push_float(&mut self, value: f64) {
         self.promote(Kind::Float);
         self.floats.push(value);
+    }
+
+    /// Notes that the open row holds floats read as Python values (see
+    /// `first_python_float_row`).
+    pub fn mark_python_floats(&mut self) {
+        if self.first_python_float_row.is_none() {
+            self.first_python_float_row = Some(self.rows());
+        }
     }
 
     /// Appends many integers at once (numpy / torch rows). An empty batch of values changes

@@ -9,6 +9,10 @@ pub enum CollateError {
     EmptyBatch,
     /// A row lacks a key that the first row has.
     MissingKey { key: String, row: usize },
+    /// A later row holds a key the first row lacks (the batch's keys are the first row's).
+    ExtraKey { key: String, row: usize },
+    /// Token ids (a pad group's lead, where it must hold integers) holding floats.
+    FloatTokenIds { key: String, row: usize },
     /// A row is not a mapping (dict, BatchEncoding, ...).
     NotAMapping { row: usize, type_name: String },
     /// A sequence holds something other than an integer, float or bool.
@@ -99,6 +103,17 @@ impl fmt::Display for CollateError {
                 f,
                 "row {row} has no key '{key}', which the first row has; every row of a batch \
                  needs the same keys"
+            ),
+            ExtraKey { key, row } => write!(
+                f,
+                "row {row} has a key '{key}' that the first row lacks; a batch's keys are its \
+                 first row's, so '{key}' would be left out: give every row of a batch the same \
+                 keys"
+            ),
+            FloatTokenIds { key, row } => write!(
+                f,
+                "'{key}' in row {row} holds floats; token ids must be integers (a list of ints, \
+                 or an integer numpy array or torch tensor)"
             ),
             NotAMapping { row, type_name } => {
                 write!(

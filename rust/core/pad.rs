@@ -61,6 +61,10 @@ pub struct PadGroup {
     pub followers: Vec<Follower>,
     /// Attention-mask key: created (ones over each lead row) when absent, padded with 0.
     pub attention_mask: Option<String>,
+    /// True: the lead holds token ids, and a float read as a Python value among them (see
+    /// `Column::first_python_float_row`) is an error naming its row. Float arrays and tensors
+    /// pad as they are, as transformers pads them.
+    pub integer_lead: bool,
 }
 
 impl PadGroup {
@@ -846,6 +850,14 @@ pub fn plan_outputs(mut columns: Vec<Column>, plan: &Plan) -> Result<Planned> {
                 row: 0,
             });
         }
+        if group.integer_lead {
+            if let Some(row) = lead.first_python_float_row {
+                return Err(CollateError::FloatTokenIds {
+                    key: group.lead.clone(),
+                    row,
+                });
+            }
+        }
         let lead_lengths = lead.lengths();
         let mut target = target_length(
             &group.lead,
@@ -982,6 +994,7 @@ mod tests {
                 same_length_as_lead: true,
             }],
             attention_mask: Some("attention_mask".into()),
+            integer_lead: false,
         }
     }
 

@@ -43,7 +43,9 @@ def test_missing_main_input(bert_tokenizer):
     "bad, kind, match",
     [
         ("x", TypeError, r"'input_ids' in row 1 holds a str at position 1"),
-        (1.5, None, None),  # a float is a number: it pads (as float), like transformers
+        # Token ids must be integers: transformers raises for a float first value and returns
+        # float ids (no embedding takes them) for a later one; fastcollate raises for any.
+        (1.5, ValueError, r"'input_ids' in row 1 holds floats; token ids must be integers"),
         (None, TypeError, r"'input_ids' in row 1 holds a NoneType at position 1"),
         ([1, 2], ValueError, r"'input_ids' in row 1 nests deeper"),
         (2**70, ValueError, r"'input_ids' in row 1 holds an integer at position 1 that does not"),

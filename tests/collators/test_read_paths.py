@@ -437,7 +437,7 @@ def test_unusual_numpy_rows_anywhere_in_the_batch(collators, make, where):
 @pytest.mark.parametrize(
     "last_ids",
     [
-        pytest.param([101, 2.5, 102], id="float"),
+        # (A float among listed ids is refused: tests/collators/test_values.py.)
         pytest.param([101, True, 102], id="bool"),
         pytest.param([101, MyInt(7), 102], id="int-subclass"),
         # The longest row: transformers cannot pad a tuple (it adds a list to it).

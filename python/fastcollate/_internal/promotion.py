@@ -20,7 +20,37 @@ from .tensors import is_torch_tensor, torch_module
 # caller leaves the key to the native module, which reports it with its row.
 UNKNOWN = object()
 
-_NUMPY_PYTHON_LEAVES = {bool: np.dtype(bool), int: np.dtype(np.int64), float: np.dtype(np.float64)}
+# A Python int's numpy dtype depends on its value (int64, or uint64 above int64): it stands
+# as `PYTHON_INT` among the leaves until `_resolved` looks at the values.
+PYTHON_INT = "python int"
+_NUMPY_PYTHON_LEAVES = {bool: np.dtype(bool), int: PYTHON_INT, float: np.dtype(np.float64)}
+_INT64_MAX = 2**63 - 1
+_UINT64 = np.dtype(np.uint64)
+
+
+def _python_ints(value: Any) -> Iterable[int]:
+    """The Python ints among a value's leaves (lists and tuples looked into)."""
+    if type(value) is int:
+        yield value
+    elif type(value) in (list, tuple):
+        for item in value:
+            yield from _python_ints(item)
+
+
+def _resolved(leaves: set[Any], values: Iterable[Any], always: bool = False) -> set[Any]:
+    """`leaves` with `PYTHON_INT` replaced by what numpy discovers for the Python ints among
+    `values`: int64, and uint64 for one above int64. The values are looked at only beside a
+    uint64 leaf, the one dtype with which a Python int above int64 promotes to something else
+    than what the native reader reports (an integer that does not fit), or `always`."""
+    if PYTHON_INT not in leaves:
+        return leaves
+    leaves = leaves - {PYTHON_INT}
+    if _UINT64 not in leaves and not always:
+        return leaves | {np.dtype(np.int64)}
+    for value in values:
+        for number in _python_ints(value):
+            leaves.add(np.dtype(np.int64) if number <= _INT64_MAX else _UINT64)
+    return leaves
 
 
 def _numpy_leaves(value: Any, out: set[Any]) -> bool:
@@ -82,6 +112,8 @@ def _row_dtype_numpy(value: Any) -> Any:
     leaves: set[Any] = set()
     if not _numpy_leaves(value, leaves):
         return UNKNOWN
+    # One row's own dtype (promoted with the others' by np.stack): its ints looked at.
+    leaves = _resolved(leaves, [value], always=True)
     # An empty sequence is float64 in numpy.
     return np.result_type(*leaves) if leaves else np.dtype(np.float64)
 
@@ -128,6 +160,7 @@ def stacked_dtype(values: Iterable[Any], return_tensors: str, first: Any) -> Any
     for value in [*(t() for t in scalars), *others]:
         if not _numpy_leaves(value, dtypes):
             return UNKNOWN
+    dtypes = _resolved(dtypes, values)
     return np.result_type(*dtypes) if dtypes else np.dtype(np.float64)
 
 

@@ -30,3 +30,31 @@ def first_row(rows: Sequence[Any], main_input: str, action: str) -> Mapping[str,
     if main_input not in first:
         raise missing_main_input(main_input, first.keys(), "row 0")
     return first
+
+
+def check_no_later_keys(rows: Sequence[Any]) -> None:
+    """Raises for a key that a later row holds and the first row lacks: a batch is collated
+    under its first row's keys (as transformers collates it), so such a key would be left out,
+    silently. Only rows with another number of keys are looked into (a row with as many keys
+    and one of them different lacks one of the first row's, which its reader reports)."""
+    if not rows:
+        return
+    first = rows[0]
+    try:
+        count = len(first)
+    except TypeError:
+        return  # not a mapping: the reader reports it
+    for index, row in enumerate(rows):
+        try:
+            if len(row) == count:
+                continue
+            keys = list(row.keys())
+        except (TypeError, AttributeError):
+            continue
+        for key in keys:
+            if key not in first:
+                raise ValueError(
+                    f"row {index} has a key '{key}' that the first row lacks; a batch's keys "
+                    f"are its first row's, so '{key}' would be left out: give every row of a "
+                    "batch the same keys"
+                )

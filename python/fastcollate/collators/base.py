@@ -9,7 +9,7 @@ from typing import Any, cast
 
 from .. import _native
 from .._internal.main_input import MainValues, main_input_kind
-from .._internal.rows import first_row
+from .._internal.rows import check_no_later_keys, first_row
 from .._internal.stacked_masks import put_back, set_aside_masks
 from .._internal.tensors import floats_as_float32
 from ..arrow import ArrowBatch
@@ -117,6 +117,8 @@ def padded_with_labels(
     # reads them (numpy scalars and, beside Python-list token ids, arrays keep their dtypes).
     rows = not isinstance(features, ArrowBatch)
     aside = set_aside_masks(features, keys) if rows else None
+    if (keys is not None or aside is not None) and isinstance(features, (list, tuple)):
+        check_no_later_keys(features)  # the native call is given the keys: checked here
     main_kind = main_input_kind(MainValues(features, settings.main_input)) if rows else None
     keep_arrays = rows and main_kind is None
     native = collate(

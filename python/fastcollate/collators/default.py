@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .._internal.promotion import UNKNOWN, StackPromotionError, native_dtype, stacked_dtype
+from .._internal.rows import check_no_later_keys
 from .._internal.tensors import check_return_tensors, convert, is_torch_tensor, torch_module
 from ..arrow import ArrowBatch
 from .native import collate
@@ -128,6 +129,9 @@ def default_data_collator(features: list[Any], return_tensors: str = "pt") -> di
     features = _rows_as_list(features)
     if not len(features):
         raise ValueError("cannot collate an empty batch: no rows were given")
+    if not isinstance(features, ArrowBatch):
+        # Keys are the first row's: one only later rows hold would be left out.
+        check_no_later_keys(features)
     first = features[0]
     pt = return_tensors == "pt"
     # Rows read from Arrow hold plain Python values, typed alike in every row: row 0 tells.
@@ -161,6 +165,7 @@ def default_data_collator(features: list[Any], return_tensors: str = "pt") -> di
         if key not in ("label", "label_ids") and value is not None and not isinstance(value, str):
             keys.append(key)
     by_torch: dict[str, Any] = {}
+    constructed: dict[str, Any] = {}
     for key in keys:
         values = [first[key]] if arrow else _key_values(features, key)
         by_torch_tensor = key in dtypes or not (
@@ -175,6 +180,11 @@ def default_data_collator(features: list[Any], return_tensors: str = "pt") -> di
             dtype = stacked_dtype(values, return_tensors, first[key])
         except StackPromotionError as error:
             raise StackPromotionError(f"'{key}': {error}") from None
+        if dtype is not UNKNOWN and str(dtype).removeprefix("torch.") == "uint64":
+            # Exact only as uint64, which the native module does not produce: built as
+            # transformers builds it (the values above int64 stay exact there).
+            constructed[key] = _stacked_like_transformers(values, first[key], pt)
+            continue
         request = native_dtype(dtype) if dtype is not UNKNOWN else None
         if dtype is not UNKNOWN and request is None:
             raise TypeError(
@@ -185,7 +195,7 @@ def default_data_collator(features: list[Any], return_tensors: str = "pt") -> di
             dtypes[key] = request
             final[key] = dtype
 
-    native_keys = [key for key in keys if key not in by_torch]
+    native_keys = [key for key in keys if key not in by_torch and key not in constructed]
     native_batch: dict[str, Any] = {}
     if native_keys:
         native_batch = collate(features, [], float32=pt, dtypes=dtypes, keys=native_keys)
@@ -195,6 +205,9 @@ def default_data_collator(features: list[Any], return_tensors: str = "pt") -> di
         for key, (values, dtype) in by_torch.items():
             dtype = None if dtype is None else getattr(torch, dtype)
             out[key] = torch.tensor(values, dtype=dtype)
+        out = {key: out[key] for key in keys}
+    if constructed:
+        out.update(constructed)
         out = {key: out[key] for key in keys}
     for key, dtype in final.items():
         if not isinstance(native_batch.get(key), np.ndarray):
@@ -219,6 +232,20 @@ def default_data_collator(features: list[Any], return_tensors: str = "pt") -> di
         labels = out.pop(label_key)
         out = {"labels": labels, **out}
     return out
+
+
+def _stacked_like_transformers(values: list[Any], first: Any, pt: bool) -> Any:
+    """One key's values stacked by transformers' own construction in default_data_collator."""
+    if pt:
+        torch = torch_module()
+        if is_torch_tensor(first):
+            return torch.stack(values)
+        if isinstance(first, np.ndarray):
+            return torch.from_numpy(np.stack(values))
+        return torch.tensor(values)
+    if isinstance(first, np.ndarray):
+        return np.stack(values)
+    return np.array(values)
 
 
 def torch_default_data_collator(features: list[Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from typing import Any, cast
 import numpy as np
 
 from .. import _native
+from .._internal.rows import check_no_later_keys
 from .._internal.tensors import is_torch_tensor, torch_module
 from .._internal.upstream import FEATURE_EXTRACTOR_PAD_METHODS
 
@@ -173,6 +174,7 @@ def _columns(features: Any) -> dict[str, list[Any]] | None:
     if isinstance(features, (list, tuple)):
         if not features or not isinstance(features[0], Mapping):
             return None
+        check_no_later_keys(features)
         keys = list(features[0].keys())
         columns: dict[str, list[Any]] = {key: [] for key in keys}
         for row, example in enumerate(features):

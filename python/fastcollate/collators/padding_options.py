@@ -247,6 +247,9 @@ def main_group(
         left=settings.padding_side == "left",
         followers=[f for f in followers if f[0] != settings.main_input],
         attention_mask="attention_mask" if return_attention_mask else None,
+        # Token ids: a float among them is an error naming its row (transformers raises for a
+        # float first value, and otherwise returns float ids no embedding takes).
+        integer_lead=True,
     )
 
 
@@ -313,10 +316,33 @@ def _padding_group(
 
 def check_tokenizer(tokenizer: Any, collator: str) -> None:
     """A collator pads with its tokenizer's settings (pad token, padding side, input names):
-    None is refused (transformers' collators fail on it at the first batch)."""
+    None is refused, and so is anything that is not a tokenizer (or a feature extractor or
+    processor) instance: a model name, a number, a class (transformers' collators fail on them
+    at the first batch, with an AttributeError)."""
     if tokenizer is None:
         raise ValueError(
             f"{collator} needs a tokenizer: it pads with the tokenizer's pad token, padding "
             f"side and input names; make it with {collator}(tokenizer) (to pad without a "
             "tokenizer, call fastcollate.pad(rows, pad_token_id=...) instead)"
         )
+    check_processing_object(tokenizer, f"{collator}'s tokenizer")
+
+
+def check_processing_object(value: Any, what: str) -> None:
+    """A TypeError unless `value` is a tokenizer, feature extractor or processor instance
+    (anything with `model_input_names`, as every transformers processing class has): `what`
+    names the argument. A string is most likely a model name, and the message says how to load
+    it."""
+    if not isinstance(value, type) and hasattr(value, "model_input_names"):
+        return
+    if isinstance(value, str):
+        hint = (f"; {value!r} looks like a model name: load its tokenizer with "
+                f"transformers.AutoTokenizer.from_pretrained({value!r}) and pass that")
+    elif isinstance(value, type):
+        hint = f"; {value.__name__} is a class: pass an instance of it (from_pretrained)"
+    else:
+        hint = ""
+    raise TypeError(
+        f"{what} must be a tokenizer (or a feature extractor or processor) instance, not a "
+        f"{type(value).__name__}{hint}"
+    )

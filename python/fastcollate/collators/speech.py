@@ -14,6 +14,22 @@ from .tokenizer_pad import pad
 LABEL_PAD_VALUE = -100
 
 
+def _check_processor(processor: Any, collator: str) -> None:
+    """A processor instance that holds a feature extractor and a tokenizer (what these
+    collators pad with), checked when the collator is made: anything else (a model name, a
+    number, a tokenizer alone) fails there with a TypeError, not at the first batch."""
+    if isinstance(processor, type) or not (
+        hasattr(processor, "feature_extractor") and hasattr(processor, "tokenizer")
+    ):
+        hint = (f"; load it with transformers.AutoProcessor.from_pretrained({processor!r})"
+                if isinstance(processor, str) else "")
+        raise TypeError(
+            f"{collator}'s processor must be a processor instance with a feature_extractor and "
+            f"a tokenizer (a Wav2Vec2Processor, a WhisperProcessor, ...), not a "
+            f"{type(processor).__name__}{hint}"
+        )
+
+
 def _padded_labels(label_rows: list[Any], tokenizer: Any, padding: Any,
                    pad_to_multiple_of: int | None) -> Any:
     """`labels` padded by the tokenizer ("pt"), then -100 wherever its attention mask is not 1:
@@ -38,6 +54,9 @@ class DataCollatorCTCWithPadding:
     pad_to_multiple_of: int | None = None
     pad_to_multiple_of_labels: int | None = None
     feature_extractor_input_name: str = "input_values"
+
+    def __post_init__(self) -> None:
+        _check_processor(self.processor, "DataCollatorCTCWithPadding")
 
     def __call__(self, features: list[dict[str, Any]]) -> Any:
         name = self.feature_extractor_input_name
@@ -64,6 +83,9 @@ class DataCollatorSpeechSeq2SeqWithPadding:
     processor: Any
     decoder_start_token_id: int
     forward_attention_mask: bool = False
+
+    def __post_init__(self) -> None:
+        _check_processor(self.processor, "DataCollatorSpeechSeq2SeqWithPadding")
 
     def __call__(self, features: list[dict[str, Any]]) -> Any:
         torch = torch_module()

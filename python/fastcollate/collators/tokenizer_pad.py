@@ -11,7 +11,7 @@ import numpy as np
 
 from .._internal.main_input import MainValues, is_single_example, main_input_kind
 from .._internal.python_values import as_python_values
-from .._internal.rows import first_row, missing_main_input
+from .._internal.rows import check_no_later_keys, first_row, missing_main_input
 from .._internal.stacked_masks import put_back, set_aside_masks
 from .._internal.tensors import (
     PinnedOutputBuffers,
@@ -29,7 +29,7 @@ from .._internal.tensors import (
 from ..arrow import ArrowBatch
 from .feature_extraction import feature_extractor_of, pad_features, processing_kind
 from .native import collate
-from .padding_options import PadSettings, padding_group
+from .padding_options import PadSettings, check_processing_object, padding_group
 
 # What rows come in: a tokenizer argument of one of these is the rows, passed second.
 _ROW_CONTAINERS = (list, tuple, dict)
@@ -105,6 +105,8 @@ def pad(
     del verbose
     if type(tokenizer) in _ROW_CONTAINERS:
         raise _not_a_tokenizer(tokenizer, encoded_inputs)
+    if tokenizer is not None:
+        check_processing_object(tokenizer, "pad's tokenizer")
     if tokenizer is not None and processing_kind(tokenizer) is not None:
         return _pad_with_processing_class(
             encoded_inputs, tokenizer, padding=padding, max_length=max_length,
@@ -162,6 +164,8 @@ def pad(
     # Masks of two or more dimensions per row are stacked as they are, not padded.
     aside = None if single or isinstance(features, ArrowBatch) else set_aside_masks(features)
     if aside is not None:
+        if isinstance(features, (list, tuple)):
+            check_no_later_keys(features)  # the native call is given the keys: checked here
         features = aside.features
     # With a Python main input, tokenizer.pad leaves other keys' numpy / torch values as they
     # are, for BatchEncoding to stack with their dtypes: the native module hands such keys

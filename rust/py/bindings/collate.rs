@@ -16,7 +16,7 @@ use crate::core::pad::{self, Layout, Output, PadGroup, Plan};
 use crate::py::convert::gather::{gather, KeepRaw};
 use crate::py::convert::in_place;
 use crate::py::convert::pad_plan::{build_plan, PadGroupSpec};
-use crate::py::convert::rows::BatchKeys;
+use crate::py::convert::rows::{check_no_later_keys, BatchKeys};
 use crate::py::convert::torch;
 use crate::py::output::numpy_arrays::output_to_py;
 use crate::py::output::output_buffers::OutputBuffers;
@@ -305,6 +305,10 @@ fn collate_with<'py>(
         numpy_scalars: keep.numpy_scalars,
         typed_keys: &typed_keys,
     };
+    if keys.is_none() {
+        // The batch's keys are its first row's: a key only later rows hold would be left out.
+        check_no_later_keys(features)?;
+    }
     // No torch function mode runs while the rows are read (see `torch::modes_off`).
     let modes_off = torch::modes_off(py)?;
     // Groups padded straight from the rows (the usual batch); the rest is gathered into

@@ -67,7 +67,9 @@ fn add_value<'py>(
 ) -> PyResult<()> {
     if !gathered.is_raw
         && ((gathered.keep_arrays && read::is_array_value(&value))
-            || (gathered.keep_numpy_scalars && read::is_numpy_scalar_of_own_dtype(&value)))
+            || (gathered.keep_numpy_scalars && read::is_numpy_scalar_of_own_dtype(&value))
+            || ((gathered.keep_arrays || gathered.keep_numpy_scalars)
+                && read::holds_numpy_scalar_of_own_dtype(&value)))
     {
         gathered.is_raw = true;
     }

@@ -41,7 +41,7 @@ impl PadGroupSpec {
     #[new]
     #[pyo3(signature = (
         lead, *, pad_value, strategy="longest", max_length=None, pad_to_multiple_of=None,
-        left=false, followers=Vec::new(), attention_mask=None,
+        left=false, followers=Vec::new(), attention_mask=None, integer_lead=false,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -53,6 +53,7 @@ impl PadGroupSpec {
         left: bool,
         followers: Vec<(String, i64, bool)>,
         attention_mask: Option<String>,
+        integer_lead: bool,
     ) -> PyResult<Self> {
         pad::round_up(0, pad_to_multiple_of)?;
         let group = PadGroup {
@@ -70,6 +71,7 @@ impl PadGroupSpec {
                 })
                 .collect(),
             attention_mask,
+            integer_lead,
         };
         Ok(PadGroupSpec { group })
     }
@@ -129,6 +131,11 @@ impl PadGroupSpec {
         self.group.attention_mask.as_deref()
     }
 
+    #[getter]
+    fn integer_lead(&self) -> bool {
+        self.group.integer_lead
+    }
+
     /// Pickled by its constructor's arguments.
     fn __getnewargs_ex__<'py>(
         &self,
@@ -142,6 +149,7 @@ impl PadGroupSpec {
         kwargs.set_item("left", self.left())?;
         kwargs.set_item("followers", self.followers())?;
         kwargs.set_item("attention_mask", self.attention_mask())?;
+        kwargs.set_item("integer_lead", self.integer_lead())?;
         Ok(((self.group.lead.clone(),), kwargs))
     }
 

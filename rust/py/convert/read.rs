@@ -96,6 +96,24 @@ pub fn is_numpy_scalar_of_own_dtype(value: &Bound<'_, PyAny>) -> bool {
         && value.is_instance(np.generic.bind(py)).unwrap_or(false)
 }
 
+/// Whether a list or tuple holds a numpy scalar other than an exact `np.int64` (which reads as
+/// a Python int does): `torch.tensor` / `np.asarray` keep such scalars' dtype (float64,
+/// float16, int8, ...), so a key that keeps numpy scalars keeps such sequences too. Exact
+/// Python ints and floats are passed over without a look at numpy.
+pub fn holds_numpy_scalar_of_own_dtype(value: &Bound<'_, PyAny>) -> bool {
+    let check = |item: Bound<'_, PyAny>| {
+        !(item.is_exact_instance_of::<PyInt>() || item.is_exact_instance_of::<PyFloat>())
+            && is_numpy_scalar_of_own_dtype(&item)
+    };
+    if let Ok(list) = value.cast_exact::<PyList>() {
+        list.iter().any(check)
+    } else if let Ok(tuple) = value.cast_exact::<PyTuple>() {
+        tuple.iter().any(check)
+    } else {
+        false
+    }
+}
+
 /// Where a value is being read, for error messages.
 pub struct Site<'a> {
     pub key: &'a str,
@@ -198,6 +216,16 @@ fn push_scalar(column: &mut Column, scalar: Scalar) {
     }
 }
 
+/// A number read as a Python value (an item of a list or tuple, or a row's scalar): a float
+/// is noted in the column (see `Column::first_python_float_row`).
+fn push_python_scalar(column: &mut Column, scalar: Scalar) {
+    let float = matches!(scalar, Scalar::Float(_));
+    push_scalar(column, scalar);
+    if float {
+        column.mark_python_floats();
+    }
+}
+
 /// Reads a list or tuple: the leading run of exact Python ints (all of a row of token ids or a
 /// mask) straight from the item array, the rest item by item.
 fn read_sequence(
@@ -239,7 +267,7 @@ fn read_sequence_items<'py>(
             continue;
         }
         match read_scalar(&item, site, position)? {
-            Some(scalar) => push_scalar(column, scalar),
+            Some(scalar) => push_python_scalar(column, scalar),
             None if item.is_instance_of::<PyList>()
                 || item.is_instance_of::<PyTuple>()
                 || item.is_instance_of::<PyUntypedArray>()
@@ -498,10 +526,14 @@ fn read_value_inner(
             // dtypes numpy lacks (bfloat16, ...): go through Python numbers.
             Err(_) => value.call_method0("tolist")?,
         };
-        return read_value_inner(column, &converted, site);
+        // A tensor's floats are a float tensor's, even when read through Python numbers.
+        let python_floats = column.first_python_float_row;
+        let read = read_value_inner(column, &converted, site);
+        column.first_python_float_row = python_floats;
+        return read;
     } else {
         match read_scalar(value, site, 0)? {
-            Some(scalar) => push_scalar(column, scalar),
+            Some(scalar) => push_python_scalar(column, scalar),
             None => return Err(site.not_a_number(0, value)),
         }
         Shape::Scalar

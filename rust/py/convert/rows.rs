@@ -3,7 +3,7 @@
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::core::error::CollateError;
 
@@ -103,4 +103,52 @@ pub fn row_value<'py>(
             err
         }
     })
+}
+
+/// The first key a later row holds that the first row lacks, as an error naming the key and the
+/// row: a batch is collated under its first row's keys, so such a key would be left out. Only
+/// a row with a different number of keys is looked into (a row with as many keys and one of
+/// them different also lacks one of the first row's, which is reported where it is read).
+/// Rows that are not a list or tuple of mappings are left to the reader, which reports them.
+pub fn check_no_later_keys(features: &Bound<'_, PyAny>) -> PyResult<()> {
+    let rows: Vec<Bound<'_, PyAny>> = if let Ok(list) = features.cast::<PyList>() {
+        list.iter().collect()
+    } else if let Ok(tuple) = features.cast::<PyTuple>() {
+        tuple.iter().collect()
+    } else {
+        return Ok(());
+    };
+    let Some(first) = rows.first() else {
+        return Ok(());
+    };
+    let count = |row: &Bound<'_, PyAny>| match row.cast_exact::<PyDict>() {
+        Ok(dict) => Some(dict.len()),
+        Err(_) => row.len().ok(),
+    };
+    let Some(first_count) = count(first) else {
+        return Ok(());
+    };
+    for (index, row) in rows.iter().enumerate().skip(1) {
+        if count(row).is_none_or(|n| n == first_count) {
+            continue;
+        }
+        let keys = match row.cast_exact::<PyDict>() {
+            Ok(dict) => dict.keys().into_any(),
+            Err(_) => match row.call_method0("keys") {
+                Ok(keys) => keys,
+                Err(_) => continue, // not a mapping: the reader says so
+            },
+        };
+        for key in keys.try_iter()? {
+            let key = key?;
+            if !first.contains(&key)? {
+                return Err(CollateError::ExtraKey {
+                    key: key.str()?.to_string(),
+                    row: index,
+                }
+                .into());
+            }
+        }
+    }
+    Ok(())
 }
