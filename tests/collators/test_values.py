@@ -322,3 +322,54 @@ def test_uint64_beside_python_ints_is_what_numpy_makes(rows):
             fastcollate.default_data_collator(rows, "pt")
     else:
         assert_same_batch(fastcollate.default_data_collator(rows, "pt"), expected)
+
+
+# --- 9. transformers' warnings for the same decisions ----------------------------------------
+
+WARNING_CASES = [
+    pytest.param(True, 8, id="true-with-max-length"),
+    pytest.param("longest", 8, id="longest-with-max-length"),
+    pytest.param(True, None, id="true-alone"),
+    pytest.param("max_length", 8, id="max-length"),
+]
+
+
+def _warnings_of(call):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        call()
+    return [(w.category, str(w.message)) for w in caught
+            if "max_length" in str(w.message) or "padding" in str(w.message)]
+
+
+@pytest.mark.parametrize("padding, max_length", WARNING_CASES)
+def test_padding_warnings_are_transformers_own(bert_tokenizer, padding, max_length):
+    plain = [{"input_ids": [1, 2, 3]}, {"input_ids": [4]}]
+    labelled = [{"input_ids": [1, 2, 3], "labels": [1, 2, 3]}, {"input_ids": [4], "labels": [4]}]
+    rows = plain
+    pairs = [
+        (lambda: bert_tokenizer.pad(copy.deepcopy(rows), padding=padding,
+                                    max_length=max_length),
+         lambda: fastcollate.pad(copy.deepcopy(rows), bert_tokenizer, padding=padding,
+                                 max_length=max_length)),
+    ]
+    for name in ("DataCollatorWithPadding", "DataCollatorForTokenClassification",
+                 "DataCollatorForSeq2Seq"):
+        theirs = getattr(transformers, name)(bert_tokenizer, padding=padding,
+                                             max_length=max_length)
+        ours = getattr(fastcollate, name)(bert_tokenizer, padding=padding,
+                                          max_length=max_length)
+        rows = plain if name == "DataCollatorWithPadding" else labelled
+        for _ in range(2):  # the planned second call of DataCollatorWithPadding too
+            pairs.append((lambda t=theirs, r=rows: t(copy.deepcopy(r)),
+                          lambda o=ours, r=rows: o(copy.deepcopy(r))))
+    for theirs, ours in pairs:
+        assert _warnings_of(ours) == _warnings_of(theirs)
+
+
+def test_verbose_false_silences_the_padding_warning(bert_tokenizer):
+    rows = [{"input_ids": [1, 2]}, {"input_ids": [3]}]
+    assert _warnings_of(lambda: bert_tokenizer.pad(rows, max_length=4, verbose=False)) == []
+    assert _warnings_of(lambda: fastcollate.pad(rows, bert_tokenizer, max_length=4,
+                                                verbose=False)) == []
+    assert len(_warnings_of(lambda: fastcollate.pad(rows, bert_tokenizer, max_length=4))) == 1

@@ -19,6 +19,7 @@ from fastcollate import (
     get_length_grouped_indices,
     sequence_lengths,
 )
+from tests.support.blocked_imports import run_without
 
 pytestmark = pytest.mark.parity
 
@@ -451,3 +452,20 @@ def test_a_meta_lengths_tensor_raises_transformers_class():
     assert type(theirs.value) is RuntimeError
     assert type(ours.value) is RuntimeError, ours.value
     assert "meta" in str(ours.value)
+
+
+def test_grouped_indices_without_torch_say_what_to_install():
+    # transformers' order is torch.randperm's: without torch there is no such order to give,
+    # and the error says why and how to install it (not a message about return_tensors).
+    done = run_without(["torch"], """
+        import fastcollate
+        try:
+            fastcollate.get_length_grouped_indices([3, 1, 2], 2)
+        except ImportError as err:
+            print(err)
+        """)
+    assert done.returncode == 0, done.stderr
+    message = done.stdout
+    assert "get_length_grouped_indices" in message and "torch.randperm" in message
+    assert "pip install 'fastcollate[torch]'" in message
+    assert "return_tensors" not in message

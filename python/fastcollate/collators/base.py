@@ -15,7 +15,7 @@ from .._internal.tensors import floats_as_float32
 from ..arrow import ArrowBatch
 from .feature_extraction import processing_kind
 from .native import collate
-from .padding_options import PadSettings, padding_group
+from .padding_options import PadSettings, padding_group, warn_if_max_length_ignored
 from .tokenizer_pad import converted_like_tokenizer_pad
 
 FRAMEWORKS = ("pt", "np")
@@ -107,6 +107,7 @@ def padded_with_labels(
     """One native call: the tokenizer's pad group (plus, for token classification, the labels
     as an independent follower) and, for seq2seq, a separate labels group."""
     group = padding_group(settings, padding, max_length, pad_to_multiple_of, None)
+    warn_if_max_length_ignored(padding, max_length)  # as the tokenizer.pad call there warns
     if label_follower is not None:
         key, pad_value, same_length_as_lead = label_follower
         group = group.with_follower(key, pad_value, same_length_as_lead)

@@ -20,7 +20,13 @@ from .._internal.tensors import (
 )
 from .feature_extraction import feature_extractor_of, pad_features, processing_kind
 from .native import collate_plan, collate_rows
-from .padding_options import PadSettings, check_padding_options, check_tokenizer, padding_group
+from .padding_options import (
+    PadSettings,
+    check_padding_options,
+    check_tokenizer,
+    padding_group,
+    warn_if_max_length_ignored,
+)
 from .tokenizer_pad import converted_like_tokenizer_pad, pad
 from .tokenizer_state import has_state_key, keyed_settings, state_key
 
@@ -141,6 +147,8 @@ class DataCollatorWithPadding:
             if main_kind is not UNUSUAL and (
                 mask is None or type(mask) is list or getattr(mask, "ndim", 0) <= 1
             ):
+                if fields[2] is not None:
+                    warn_if_max_length_ignored(fields[1], fields[2])
                 batch = collate_rows(features, plan.native_plans[main_kind])
                 if type(batch) is not dict:
                     return batch  # finished natively: no key came back as a list

@@ -5,6 +5,7 @@ handed to the native module (remembered per set of plain options)."""
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import Any, NamedTuple, cast
 
@@ -108,6 +109,20 @@ class PadSettings(NamedTuple):
     @property
     def main_input(self) -> str:
         return self.model_input_names[0]
+
+
+IGNORED_MAX_LENGTH = (
+    "`max_length` is ignored when `padding`=`True` and there is no truncation strategy. "
+    "To pad to max length, use `padding='max_length'`."
+)
+
+
+def warn_if_max_length_ignored(padding: Any, max_length: Any) -> None:
+    """The UserWarning `tokenizer.pad` gives (unless `verbose=False`) when it pads to the
+    longest row though a `max_length` was given: `padding=True` (the value itself, not
+    "longest") beside a `max_length`."""
+    if padding is True and max_length is not None:
+        warnings.warn(IGNORED_MAX_LENGTH, UserWarning, stacklevel=3)
 
 
 def padding_strategy(padding: Any) -> str:

@@ -29,7 +29,12 @@ from .._internal.tensors import (
 from ..arrow import ArrowBatch
 from .feature_extraction import feature_extractor_of, pad_features, processing_kind
 from .native import collate
-from .padding_options import PadSettings, check_processing_object, padding_group
+from .padding_options import (
+    PadSettings,
+    check_processing_object,
+    padding_group,
+    warn_if_max_length_ignored,
+)
 
 # What rows come in: a tokenizer argument of one of these is the rows, passed second.
 _ROW_CONTAINERS = (list, tuple, dict)
@@ -95,14 +100,14 @@ def pad(
       known and padded straight into it: no copy after padding (keys converted in Python are
       copied there, the copy `DataLoader(pin_memory=True)` would make).
 
-    `verbose` is accepted as `tokenizer.pad` accepts it; fastcollate prints no warnings.
+    `verbose=False` silences the warning `tokenizer.pad` gives for a `max_length` it ignores
+    (`padding=True` pads to the longest row).
 
     `tokenizer` may also be a transformers sequence feature extractor (Wav2Vec2, Whisper, ...)
     or a processor that pads through one: the result is then `feature_extractor.pad(...)`'s
     (see the docs page "Speech"), with `truncation` as it takes it. Other transformers
     processing classes (image processors, other processors) are padded by their own `pad`.
     """
-    del verbose
     if type(tokenizer) in _ROW_CONTAINERS:
         raise _not_a_tokenizer(tokenizer, encoded_inputs)
     if tokenizer is not None:
@@ -118,6 +123,8 @@ def pad(
     if truncation:
         raise ValueError("truncation=True is taken with a feature extractor only; "
                          "tokenizer.pad does not truncate")
+    if verbose:
+        warn_if_max_length_ignored(padding, max_length)
     settings = PadSettings.resolve(
         tokenizer,
         pad_token_id=pad_token_id,

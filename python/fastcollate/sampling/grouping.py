@@ -2,7 +2,9 @@
 
 The random permutation is drawn in Python with `torch.randperm`, exactly as transformers draws
 it, so a torch generator (or the global torch RNG) is consumed identically and the same seed
-gives the same indices. Splitting, sorting and the longest-first swap run in Rust.
+gives the same indices. Splitting, sorting and the longest-first swap run in Rust. So these
+need torch (a numpy generator cannot give transformers' order): without it they raise an
+ImportError saying so and how to install it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any, cast
 import numpy as np
 
 from .. import _native
+from .._internal.extras import require
 from .._internal.options import checked_count
 from .._internal.tensors import torch_module
 from .lengths import as_lengths
@@ -35,6 +38,8 @@ def grouped_indices_array(
         batch_size = min(batch_size, rows)
     elif mega_batch_mult >= 1 and batch_size * mega_batch_mult >= rows:
         batch_size, mega_batch_mult = rows, 1
+    require("get_length_grouped_indices (its shuffle is torch.randperm's, as in transformers)",
+            "torch", "torch")
     torch = torch_module()
     permutation = torch.randperm(len(lengths), generator=generator).numpy()
     return _native.group_by_length(lengths, permutation, batch_size, mega_batch_mult)
