@@ -162,10 +162,33 @@ def _other_values(values: list[Any]) -> list[Any]:
         values = [to_numpy(value) for value in values]  # type: ignore[no-untyped-call]
     out = []
     for value in values:
-        if getattr(value, "dtype", None) is np.dtype(np.float64):
+        dtype = getattr(value, "dtype", None)
+        if dtype is None:
+            # A str, None, ...: transformers' pad fails on it (it reads every value's dtype),
+            # with its own error.
+            raise _HandBack
+        if dtype is np.dtype(np.float64):
             value = value.astype(np.float32)
         out.append(value)
     return out
+
+
+def _inferred_return_tensors(main_values: list[Any]) -> str:
+    """The output transformers' pad picks when `return_tensors` is None, from the same value it
+    looks at: row 0's main input, or, where that is a list or tuple, the first value of the
+    first row that is not empty (a 0-d tensor there means "pt"). `_HandBack` where it finds no
+    such value or one of a type it does not know (transformers raises its own error)."""
+    first = main_values[0]
+    if isinstance(first, (list, tuple)):
+        row = next((value for value in main_values if len(value) != 0), None)
+        if row is None:
+            raise _HandBack
+        first = row[0]
+    if is_torch_tensor(first):
+        return "pt"
+    if isinstance(first, (int, float, list, tuple, np.ndarray)):
+        return "np"
+    raise _HandBack
 
 
 def _columns(features: Any) -> dict[str, list[Any]] | None:
@@ -265,8 +288,11 @@ def _pad_natively(features: Any, extractor: Any, *, padding: Any, max_length: An
     if pad_to_multiple_of is not None and not (_is_count(pad_to_multiple_of)
                                                and pad_to_multiple_of > 0):
         raise _HandBack
-    if truncation not in (True, False):
-        raise _HandBack
+    try:
+        # transformers' pad takes truncation by its truth value (`if not truncation`).
+        truncation = bool(truncation)
+    except Exception:  # noqa: BLE001 - a value without one: transformers' own error
+        raise _HandBack from None
     padding_value = extractor.padding_value
     if strategy != "do_not_pad" and padding_value is None:
         raise _HandBack  # transformers' own error
@@ -280,7 +306,7 @@ def _pad_natively(features: Any, extractor: Any, *, padding: Any, max_length: An
         raise _HandBack
     main_values = columns[main]
     if return_tensors is None:
-        return_tensors = "pt" if is_torch_tensor(main_values[0]) else "np"
+        return_tensors = _inferred_return_tensors(main_values)
     return_tensors = getattr(return_tensors, "value", return_tensors)
     if return_tensors not in ("pt", "np"):
         raise _HandBack
