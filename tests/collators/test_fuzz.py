@@ -97,6 +97,19 @@ def test_torch_function_modes_change_nothing(worker, seed):
     assert not result["violations"], result
 
 
+def test_float_ids_and_later_keys_are_drawn_and_refused(worker):
+    # The harness draws both cases (docs/differences.md: refused whatever transformers does),
+    # and a call that accepts one is a violation.
+    seen = {"float": 0, "later": 0}
+    for seed in range(400):
+        result = worker.run(seed)
+        assert not result["violations"], result
+        reason = result.get("refused") or ""
+        seen["float"] += "float among" in reason
+        seen["later"] += "which row 0 lacks" in reason
+    assert seen["float"] > 0 and seen["later"] > 0, seen
+
+
 def test_worker_reports_a_crash_as_a_violation(worker):
     """The harness itself: an aborting worker is reported (and replaced), not hung on."""
     result = worker.run("abort")

@@ -256,8 +256,63 @@ class Generator:
         return options
 
 
+# The entry points whose rows are padded with a tokenizer's rules: keys from the first row,
+# token ids (the main input) read as integers. (The LM collator's bare sequences excepted.)
+TOKEN_ROW_ENTRIES = (
+    "pad", "pad_without_tokenizer", "DataCollatorWithPadding",
+    "DataCollatorForTokenClassification", "DataCollatorForSeq2Seq",
+    "DataCollatorForLanguageModeling",
+)
+
+
 def make_case(seed: int, batch_format: str | None = None) -> tuple[str, Any, dict]:
-    """(entry point, batch, options) for `seed` (rows in `batch_format` when given)."""
+    """(entry point, batch, options) for `seed` (rows in `batch_format` when given), sometimes
+    with a float among a row's listed token ids or a key only a later row holds (drawn from
+    a generator of their own, so the rest of a seed's case stays what it was)."""
+    entry, batch, options = _make_case(seed, batch_format)
+    r = random.Random(seed ^ 0x5EED)
+    rows = [row for row in batch if isinstance(row, dict)] if isinstance(batch, list) else []
+    if entry in TOKEN_ROW_ENTRIES and rows and r.random() < 0.1:
+        row = r.choice(rows)
+        if isinstance(row.get("input_ids"), list) and row["input_ids"]:
+            ids = list(row["input_ids"])
+            ids[r.randrange(len(ids))] = r.choice([2.5, 3.0, np.float32(4.0), np.float64(1.0)])
+            row["input_ids"] = ids
+    if entry in (*TOKEN_ROW_ENTRIES, "default_data_collator") and len(rows) > 1 and (
+        r.random() < 0.1
+    ):
+        r.choice(rows[1:])["later"] = r.choice([1, [1, 2], 0.5])
+    return entry, batch, options
+
+
+def refused_by_rule(entry: str, batch: Any) -> str | None:
+    """Why a call must fail for this batch whatever transformers does (docs/differences.md),
+    or None: a float among a row's listed token ids, or a key that a later row holds and the
+    first lacks."""
+    if entry not in (*TOKEN_ROW_ENTRIES, "default_data_collator"):
+        return None
+    if isinstance(batch, (list, tuple)) and batch and all(isinstance(r, Mapping) for r in batch):
+        rows = list(batch)
+    elif isinstance(batch, Mapping) and entry == "pad":
+        rows = [batch]  # one example
+    else:
+        return None
+    for index, row in enumerate(rows[1:], 1):
+        extra = [key for key in dict.keys(row) if key not in rows[0]]
+        if extra:
+            return f"row {index} holds '{extra[0]}', which row 0 lacks"
+    if entry == "default_data_collator":
+        return None
+    for index, row in enumerate(rows):
+        ids = dict.get(row, "input_ids")
+        if isinstance(ids, (list, tuple)) and any(
+            isinstance(v, (float, np.floating)) for v in ids
+        ):
+            return f"a float among the listed token ids of row {index}"
+    return None
+
+
+def _make_case(seed: int, batch_format: str | None = None) -> tuple[str, Any, dict]:
     g = Generator(seed, batch_format)
     entry = g.r.choice(ENTRY_POINTS)
     base = ["input_ids", "attention_mask"] + (["token_type_ids"] if g.chance(0.4) else [])
@@ -744,6 +799,10 @@ def run(seed: int) -> dict:
         result["theirs"] = "n/a"
     else:
         result["theirs"] = "ok" if their_error is None else type(their_error).__name__
+    refused = refused_by_rule(entry, batch)
+    result["refused"] = refused
+    if refused and our_error is None:
+        result["violations"].append(f"accepted {refused}")
     if our_error is not None:
         # MemoryError: an output too large to allocate, named (the issue allows it).
         allowed = isinstance(our_error, (ValueError, TypeError, MemoryError)) or (
