@@ -226,6 +226,15 @@ def test_default_collator_names_a_key_only_later_rows_hold(return_tensors):
         fastcollate.default_data_collator([{"x": [1], "label": 1}, {"x": [2]}], return_tensors)
 
 
+def test_multiple_choice_names_a_key_only_later_examples_hold(bert_tokenizer):
+    rows = [{"input_ids": [[1, 2], [3]], "label": 0},
+            {"input_ids": [[1], [3]], "label": 1, "extra": [[1], [2]]}]
+    theirs = transformers.DataCollatorForMultipleChoice(bert_tokenizer)(copy.deepcopy(rows))
+    assert "extra" not in theirs  # transformers drops it
+    with pytest.raises(ValueError, match="row 1 has a key 'extra' that the first row lacks"):
+        fastcollate.DataCollatorForMultipleChoice(bert_tokenizer)(rows)
+
+
 def test_same_keys_in_another_order_are_one_batch(bert_tokenizer):
     rows = [{"input_ids": [1, 2], "label": 0}, {"label": 1, "input_ids": [3]}]
     expected = transformers.DataCollatorWithPadding(bert_tokenizer)(copy.deepcopy(rows))

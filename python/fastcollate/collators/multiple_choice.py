@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import _native
+from .._internal.rows import check_no_later_keys
 from .._internal.tensors import torch_module
 from .base import framework
 from .default import holds_tensor_rows
@@ -112,6 +113,7 @@ class DataCollatorForMultipleChoice:
                 "values"
             )
         check_tokenizer(self.tokenizer, "DataCollatorForMultipleChoice")
+        check_no_later_keys(examples)  # keys are the first example's, as in transformers
         main_input = PadSettings.resolve(self.tokenizer).main_input
         if main_input not in examples[0]:
             raise ValueError(f"row 0 has no '{main_input}'; each example needs its choices")
