@@ -595,10 +595,14 @@ mod tests {
         let v = [0.5f32];
         let column =
             ArrowColumn::new("x", vec![list_chunk(&[0, 0, 0, 1], Values::F32(&v))]).unwrap();
-        assert_eq!(column.gather(&[0, 1], &[0, 1]).unwrap().kind, None);
+        let empty = column.gather(&[0, 1], &[0, 1]).unwrap();
+        assert_eq!(empty.kind, None);
+        assert_eq!(empty.first_python_float_row, None);
         let with_value = column.gather(&[0, 2], &[0, 2]).unwrap();
         assert_eq!(with_value.kind, Some(Kind::Float));
         assert_eq!(with_value.floats, vec![0.5]);
+        // A dataset hands Arrow floats out as Python floats: noted with their row.
+        assert_eq!(with_value.first_python_float_row, Some(1));
     }
 
     #[test]

@@ -1007,6 +1007,36 @@ mod tests {
         }
     }
 
+    #[test]
+    fn integer_lead_refuses_python_floats_and_names_their_row() {
+        let mut ids = Column::new("input_ids");
+        ids.extend_ints([1, 2]);
+        ids.end_row(Shape::Sequence).unwrap();
+        ids.push_int(3);
+        ids.push_float(4.5);
+        ids.mark_python_floats(); // as the reader notes a Python float
+        ids.end_row(Shape::Sequence).unwrap();
+        let mut token_ids = group(Strategy::Longest, false);
+        token_ids.integer_lead = true;
+        let err = collate(vec![ids.clone()], &plan(vec![token_ids.clone()])).unwrap_err();
+        assert_eq!(
+            err,
+            CollateError::FloatTokenIds {
+                key: "input_ids".into(),
+                row: 1
+            }
+        );
+        // Without the flag (TRL's pad, labels), floats pad as floats.
+        let outputs = collate(vec![ids], &plan(vec![group(Strategy::Longest, false)])).unwrap();
+        assert_eq!(outputs[0].key, "input_ids");
+        // Floats from an array's buffer (never noted) are a float array's: padded as they are.
+        let mut from_arrays = Column::new("input_ids");
+        from_arrays.extend_floats([1.0, 2.5]);
+        from_arrays.end_row(Shape::Sequence).unwrap();
+        assert_eq!(from_arrays.first_python_float_row, None);
+        assert!(collate(vec![from_arrays], &plan(vec![token_ids])).is_ok());
+    }
+
     /// A label column: 2.5, then an int past int64 (`fits_u64` says whether past uint64 too).
     fn float_and_unfit_labels(fits_u64: bool) -> Column {
         let mut c = Column::new("label");
