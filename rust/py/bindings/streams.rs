@@ -3,7 +3,7 @@
 //! Each borrows the buffer's lengths, plans with the interpreter released, and hands back
 //! (indices, offsets, carried) arrays.
 
-use numpy::{PyArray1, PyReadonlyArray1};
+use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
 
 use crate::core::batches::Batches;
@@ -11,7 +11,7 @@ use crate::core::packing::PackingError;
 use crate::core::stream_grouping::BufferGrouping;
 use crate::core::stream_packing::BufferPacking;
 use crate::py::convert::array_values::borrowed_or_copied;
-use crate::py::output::numpy_arrays::{batch_arrays, I64Array};
+use crate::py::output::numpy_arrays::{batch_arrays, vector, I64Array};
 
 /// A buffer's batches to emit (buffer positions, as indices and offsets) and the positions
 /// carried into the next buffer.
@@ -26,8 +26,8 @@ fn plan_buffer<'py>(
 ) -> PyResult<BufferArrays<'py>> {
     let lengths = borrowed_or_copied(&lengths);
     let (batches, carried) = py.detach(|| plan(&lengths))?;
-    let (indices, offsets) = batch_arrays(py, batches);
-    Ok((indices, offsets, PyArray1::from_vec(py, carried)))
+    let (indices, offsets) = batch_arrays(py, batches)?;
+    Ok((indices, offsets, vector(py, carried)?))
 }
 
 /// One stream buffer sorted by length and cut into batches of `batch_size`: the batches to
