@@ -157,14 +157,6 @@ pub fn output_size<T>(key: &str, rows: usize, length: usize) -> Result<usize> {
         })
 }
 
-/// A vector of `n` copies of `value`, or an error (MemoryError in Python) when the allocation
-/// fails, instead of the abort `vec![value; n]` gives.
-pub fn try_filled<T: Copy>(key: &str, n: usize, value: T) -> Result<Vec<T>> {
-    let mut out = try_reserved(key, n)?;
-    out.resize(n, value);
-    Ok(out)
-}
-
 /// An empty vector with room for `n` values, or an error (MemoryError in Python) when the
 /// allocation fails.
 fn try_reserved<T>(key: &str, n: usize) -> Result<Vec<T>> {
@@ -410,10 +402,6 @@ impl<'a, T: Copy> Slots<'a, T> {
         self.len
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// `Ok` when `additional` more values fit (nothing is allocated: the buffer is fixed).
     pub fn try_reserve(&mut self, additional: usize) -> std::result::Result<(), NoRoom> {
         if additional <= self.buffer.len() - self.len {
@@ -421,10 +409,6 @@ impl<'a, T: Copy> Slots<'a, T> {
         } else {
             Err(NoRoom)
         }
-    }
-
-    pub fn push(&mut self, value: T) {
-        self.extend(std::iter::once(value));
     }
 
     pub fn extend_from_slice(&mut self, values: &[T]) {
@@ -466,11 +450,6 @@ impl<'a, T: Copy> Slots<'a, T> {
             // Past the buffer (or shorter: a Vec would truncate, which no writer needs).
             None => self.overflowed = true,
         }
-    }
-
-    /// Forgets the values past `len`.
-    pub fn truncate(&mut self, len: usize) {
-        self.len = self.len.min(len);
     }
 
     /// The slots not written yet.
@@ -1210,7 +1189,7 @@ mod tests {
         assert_eq!(gave_up.unwrap(), None);
         // A row that appends some other number of values than its length gives up too.
         let short = fill_in_place("ids", &lengths, 3, 0, false, |_, out| {
-            out.push(1);
+            out.extend_from_slice(&[1]);
             true
         });
         assert_eq!(short.unwrap(), None);
@@ -1279,10 +1258,10 @@ mod tests {
         assert_eq!(filled, Ok(false));
         let mut slots = Slots::new(&mut buffer[..2]);
         assert_eq!(slots.try_reserve(3), Err(NoRoom));
-        slots.push(7);
+        slots.extend_from_slice(&[7]);
         slots.resize(2, 8);
         assert_eq!(slots.written(), [7, 8]);
-        slots.push(9);
+        slots.extend_from_slice(&[9]);
         assert!(slots.overflowed);
         assert_eq!(slots.len(), 2);
         let mut out = vec![1i64];
@@ -1291,7 +1270,7 @@ mod tests {
             true
         }));
         assert!(!append_to_vec(&mut out, 2, |slots| {
-            slots.push(4);
+            slots.extend_from_slice(&[4]);
             true
         }));
         assert_eq!(out, [1, 2, 3]);
