@@ -271,10 +271,10 @@ def test_every_missing_and_every_stale_path_is_listed_at_once(tiny_tree):
 def test_binding_definitions_are_recognised():
     source = (
         '#[pyfunction]\n#[pyo3(signature = (a, *, b=None))]\npub fn collate<\'py>(a: i64) {}\n'
-        '#[pyclass(frozen, name = "ArrowColumn", module = "m")]\npub struct ArrowColumnHandle {}\n'
+        '#[pyclass(frozen, name = "ArrowColumn", module = "m")]\npub struct PyArrowColumn {}\n'
         '#[pyclass(frozen)]\npub struct CollatePlan {}\nm.add("__version__", "1")?;\n'
     )
     for name in ("collate", "ArrowColumn", "CollatePlan", "__version__"):
         assert defines(source, name), name
-    for name in ("collate_planned", "ArrowColumnHandle", "build_profile"):
+    for name in ("collate_planned", "PyArrowColumn", "build_profile"):
         assert not defines(source, name), name

@@ -178,6 +178,26 @@ def test_arrays_are_made_only_in_output():
     )
 
 
+_PYCLASS = re.compile(r"#\[pyclass(?:\(([^\]]*)\))?\]\s*(?:#\[[^\]]*\]\s*)*pub struct (\w+)")
+_PYTHON_NAME = re.compile(r"\bname\s*=\s*\"(\w+)\"")
+
+
+def misnamed_pyclasses(root: Path) -> list[str]:
+    """Each `#[pyclass]` whose Rust type is not `Py` + its Python name (`name = "..."`): the
+    `Py` prefix keeps a Python-facing type apart from the core type it wraps."""
+    found = []
+    for file in sorted(root.rglob("*.rs")):
+        for options, rust_name in _PYCLASS.findall(_COMMENT.sub("", file.read_text())):
+            python_name = _PYTHON_NAME.search(options or "")
+            if python_name is None or rust_name != "Py" + python_name.group(1):
+                found.append(f"{file.relative_to(root).as_posix()}: {rust_name}")
+    return found
+
+
+def test_python_facing_types_are_named_py_and_their_python_name():
+    assert misnamed_pyclasses(BINDING_LAYER) == []
+
+
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -247,4 +267,21 @@ def test_the_check_finds_arrays_made_outside_output(tmp_path):
     found = array_constructors_outside_output(_tree(tmp_path, files))
     assert [entry.split(":")[0] for entry in found] == [
         f"bindings/b{i}.rs" for i in range(len(lines))
+    ]
+
+
+def test_the_check_finds_misnamed_pyclasses(tmp_path):
+    root = _tree(
+        tmp_path,
+        {
+            "a.rs": '#[pyclass(frozen, name = "PadGroup", module = "m")]\npub struct PyPadGroup {}\n'
+            '#[pyclass(frozen)]\n#[derive(Clone)]\npub struct CollatePlan {}\n',
+            "b.rs": '#[pyclass(name = "ArrowColumn")]\npub struct ArrowColumnHandle {}\n'
+            "#[pyclass]\npub struct PyThing {}\n",
+        },
+    )
+    assert misnamed_pyclasses(root) == [
+        "a.rs: CollatePlan",
+        "b.rs: ArrowColumnHandle",
+        "b.rs: PyThing",
     ]
