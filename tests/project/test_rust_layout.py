@@ -274,7 +274,8 @@ def test_the_check_finds_misnamed_pyclasses(tmp_path):
     root = _tree(
         tmp_path,
         {
-            "a.rs": '#[pyclass(frozen, name = "PadGroup", module = "m")]\npub struct PyPadGroup {}\n'
+            "a.rs": '#[pyclass(frozen, name = "PadGroup", module = "m")]\n'
+            "pub struct PyPadGroup {}\n"
             '#[pyclass(frozen)]\n#[derive(Clone)]\npub struct CollatePlan {}\n',
             "b.rs": '#[pyclass(name = "ArrowColumn")]\npub struct ArrowColumnHandle {}\n'
             "#[pyclass]\npub struct PyThing {}\n",
