@@ -17,15 +17,15 @@ use crate::py::output::numpy_arrays::{batch_arrays, vector, I64Array};
 /// carried into the next buffer.
 type BufferArrays<'py> = (I64Array<'py>, I64Array<'py>, I64Array<'py>);
 
-/// Plans one buffer from its lengths (borrowed, or copied once when strided) with the
-/// interpreter released, and hands back its arrays.
-fn plan_buffer<'py>(
+/// Cuts one buffer into batches from its lengths (borrowed, or copied once when strided) with
+/// the interpreter released, and hands back its arrays.
+fn batch_buffer<'py>(
     py: Python<'py>,
     lengths: PyReadonlyArray1<'py, i64>,
-    plan: impl FnOnce(&[i64]) -> Result<(Batches, Vec<i64>), PackingError> + Send,
+    batch: impl FnOnce(&[i64]) -> Result<(Batches, Vec<i64>), PackingError> + Send,
 ) -> PyResult<BufferArrays<'py>> {
     let lengths = borrowed_or_copied(&lengths);
-    let (batches, carried) = py.detach(|| plan(&lengths))?;
+    let (batches, carried) = py.detach(|| batch(&lengths))?;
     let (indices, offsets) = batch_arrays(py, batches)?;
     Ok((indices, offsets, vector(py, carried)?))
 }
@@ -51,7 +51,7 @@ pub fn group_stream_buffer<'py>(
         epoch,
         buffer_number,
     };
-    plan_buffer(py, lengths, |lengths| {
+    batch_buffer(py, lengths, |lengths| {
         plan.group(lengths)
             .map(|grouped| (grouped.batches, grouped.carried))
     })
@@ -80,7 +80,7 @@ pub fn pack_stream_buffer<'py>(
         epoch,
         buffer_number,
     };
-    plan_buffer(py, lengths, |lengths| {
+    batch_buffer(py, lengths, |lengths| {
         plan.pack(lengths)
             .map(|packed| (packed.batches, packed.carried))
     })
