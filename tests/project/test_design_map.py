@@ -313,7 +313,7 @@ def defines_rust(source: str, name: str) -> bool:
 
 def rust_path_problem(path: str, root: Path = ROOT) -> str | None:
     """Why `path` names nothing in the tree, or None. `core::m::x` is rust/core/m.rs's `x`;
-    `m::x` the binding layer's module `m` (else the core's); `Type::method` a file that
+    `m::x` the binding layer's module `m` or the core's; `Type::method` a file that
     defines both; each name after the module must be defined in the same file."""
     segments = path.split("::")
     if segments[0] == "crate":
@@ -326,8 +326,9 @@ def rust_path_problem(path: str, root: Path = ROOT) -> str | None:
         candidates = [root / "rust" / "core" / f"{segments[1]}.rs"]
         names = segments[2:]
     elif segments[0][:1].islower():
-        candidates = binding_module_files(root, segments[0]) or [
-            root / "rust" / "core" / f"{segments[0]}.rs"
+        candidates = [
+            *binding_module_files(root, segments[0]),
+            root / "rust" / "core" / f"{segments[0]}.rs",
         ]
         names = segments[1:]
     else:
@@ -340,8 +341,11 @@ def rust_path_problem(path: str, root: Path = ROOT) -> str | None:
         source = _RUST_COMMENT.sub("", file.read_text("utf-8"))
         if all(defines_rust(source, name) for name in names):
             return None
+    wanted = " and ".join(names)
+    if len(existing) > 2:
+        return f"`{path}`: no file under rust/ defines {wanted}"
     where = ", ".join(file.relative_to(root).as_posix() for file in existing)
-    return f"`{path}`: {where} defines no {' / '.join(names)}"
+    return f"`{path}`: {where} does not define {wanted}"
 
 
 def rust_path_problems(text: str, root: Path = ROOT) -> list[str]:
