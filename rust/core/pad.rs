@@ -452,7 +452,16 @@ impl<'a, T: Copy> Slots<'a, T> {
         }
     }
 
-    /// The slots not written yet.
+    /// Forgets the values past `len`. Its one caller is the binding layer's safe int read,
+    /// compiled where the raw int reads (`cfg(raw_int_reads)`, from `build.rs`) are not.
+    #[cfg_attr(raw_int_reads, allow(dead_code))]
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
+    /// The slots not written yet. Its one caller is the binding layer's raw int read
+    /// (`cfg(raw_int_reads)`, from `build.rs`), as is `set_len`'s.
+    #[cfg_attr(not(raw_int_reads), allow(dead_code))]
     pub fn spare_capacity_mut(&mut self) -> &mut [MaybeUninit<T>] {
         &mut self.buffer[self.len..]
     }
@@ -462,6 +471,7 @@ impl<'a, T: Copy> Slots<'a, T> {
     /// # Safety
     /// Every slot below `new_len` must have been written and `new_len` must be at most the
     /// buffer's length, as for `Vec::set_len`.
+    #[cfg_attr(not(raw_int_reads), allow(dead_code))]
     pub unsafe fn set_len(&mut self, new_len: usize) {
         self.len = new_len;
     }
