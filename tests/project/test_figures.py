@@ -192,9 +192,12 @@ def test_a_gpu_record_renders_its_table_line_and_plot(tmp_path, monkeypatch):
     source = ROOT / "benches" / "results" / "collators.json"
     (tmp_path / "collators.json").write_bytes(source.read_bytes())
     results = []
-    for name, steps, wait in (("trainer/bert/transformers-padded/w0", 8.0, 0.25),
-                              ("fastcollate-trainer/bert/fastcollate-padded/w0", 10.0, 0.01),
-                              ("fastcollate-trainer/lm/fastcollate-packed/w0", 2.0, 0.0)):  # fmt: skip
+    runs = (
+        ("trainer/bert/transformers-padded/w0", 8.0, 0.25),
+        ("fastcollate-trainer/bert/fastcollate-padded/w0", 10.0, 0.01),
+        ("fastcollate-trainer/lm/fastcollate-packed/w0", 2.0, 0.0),
+    )
+    for name, steps, wait in runs:
         loop, task, rest, _ = name.split("/")
         results.append({"name": name, "loop": loop, "task": task, "status": "ok",
                         "layout": "packed" if "packed" in rest else "padded",
