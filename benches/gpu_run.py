@@ -75,7 +75,7 @@ CONFIGS = (
     "fastcollate-trainer/lm/fastcollate-packed/w0",
 )
 BUDGET_S = 420  # no configuration starts later than this after the start: 8 minutes in all
-TESTS_TIMEOUT_S = 150
+TESTS_TIMEOUT_S = 240
 
 
 def device_slug(name: str) -> str:
