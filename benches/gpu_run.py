@@ -3,8 +3,8 @@ pinned-output tests run on CUDA, then the training loops timed (benches/bench_gp
 one results file written: benches/results/gpu_<device>.json.
 
     bash benches/gpu_wheels.sh              # here, with network: fills .gpu_wheels/ (git-ignored)
-    python benches/gpu_run.py               # there, on the GPU machine: at most 8 minutes
-    python benches/gpu_run.py --device cpu --tiny --out /tmp/x.json   # the same steps on a CPU
+    python3 benches/gpu_run.py              # there, on the GPU machine: at most 8 minutes
+    python3 benches/gpu_run.py --device cpu --tiny --out /tmp/x.json  # the same steps on a CPU
 
 The steps, each timed and recorded:
 
@@ -212,6 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
+    # No network there: the hub is never asked (set before transformers is first imported).
+    os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.device == "cpu" and not args.tiny:
@@ -228,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(record["environment_check"], indent=1), flush=True)
 
     mark = time.perf_counter()
-    child_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    child_env = dict(os.environ)
     site = None
     if args.wheels.is_dir() and any(args.wheels.iterdir()):
         site = Path(tempfile.mkdtemp(prefix="fastcollate-gpu-site-"))
@@ -257,7 +259,6 @@ def main(argv: list[str] | None = None) -> int:
     bench = None
     if not broken:
         mark = time.perf_counter()
-        os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
         bench = load_bench_gpu()
         options = ["--device", args.device, "--loops", "trainer", "fastcollate-trainer",
                    "--configs", *CONFIGS]  # fmt: skip

@@ -12,7 +12,7 @@
 #
 # Run from an environment with the project's test dependencies (e.g. `. .venv/bin/activate`);
 # Python 3.12 comes from pyenv or PYTHON312. The folder must stay under 60 MiB: it travels
-# with the working tree, 64 MiB in all. Then, on the GPU machine: python benches/gpu_run.py
+# with the working tree, 64 MiB in all. Then, on the GPU machine: python3 benches/gpu_run.py
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -55,11 +55,11 @@ RESULTS = {
     "speech.json": "python -m fastcollate bench --cases speech --json benches/results/speech.json",
 }
 
-# Written by `python benches/gpu_run.py` on a GPU machine (one file per device, named by it);
+# Written by `python3 benches/gpu_run.py` on a GPU machine (one file per device, named by it);
 # none is required: without one, the GPU section says the figures are pending and how to
 # produce them.
 GPU_RESULTS = "gpu_*.json"
-GPU_COMMAND = "python benches/gpu_run.py"
+GPU_COMMAND = "python3 benches/gpu_run.py"
 # Results files a page may show before the first run has written them: the region then says
 # the figures are pending and names the command (each is in RESULTS too).
 OPTIONAL = ("speech.json",)

@@ -152,7 +152,7 @@ def test_an_optional_file_not_yet_written_renders_as_pending(tmp_path, monkeypat
     speech = render_figures.speech_table()
     assert "Pending" in speech and render_figures.RESULTS["speech.json"] in speech
     gpu = render_figures.gpu_table()
-    assert "Pending" in gpu and "python benches/gpu_run.py" in gpu
+    assert "Pending" in gpu and "python3 benches/gpu_run.py" in gpu
     assert render_figures.plots().keys() == {render_figures.PLOT}
 
 
