@@ -28,6 +28,7 @@ from .collators import (
     pad,
     torch_default_data_collator,
 )
+from ._internal.versions import UntestedVersionWarning
 from .integrations import TransformersPatch, patch_transformers, unpatch_transformers
 from .sampling import PackedBatchSampler, get_length_grouped_indices, sequence_lengths
 
@@ -65,6 +66,7 @@ __all__ = [
     "patch_trl",
     "unpatch_trl",
     "TRLPatch",
+    "UntestedVersionWarning",
     "ArrowBatches",
     "ArrowBatch",
     "collate_arrow",
