@@ -10,6 +10,7 @@ build (wheels, `pip install`) and "debug" for a development build, whose timings
 first use.
 """
 
+from ._internal.versions import UntestedVersionWarning
 from ._native import __version__, build_profile
 from .arrow import ArrowBatch, ArrowBatches, collate_arrow
 from .collators import (
@@ -28,7 +29,6 @@ from .collators import (
     pad,
     torch_default_data_collator,
 )
-from ._internal.versions import UntestedVersionWarning
 from .integrations import TransformersPatch, patch_transformers, unpatch_transformers
 from .sampling import PackedBatchSampler, get_length_grouped_indices, sequence_lengths
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from .._internal.extras import require
 from .._internal.patching import Patch, restore
-from .._internal.versions import warn_if_untested
 from .._internal.upstream import SFT_TRAINER_MODULE, SFT_TRAINER_PREPARE_DATASET
+from .._internal.versions import warn_if_untested
 
 # The trainers that import `trl.trainer.utils.pad` by value (each looks it up in its own
 # module's globals at call time).
