@@ -3,6 +3,7 @@ length grouping. Everything else is transformers' own loop."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
 import json
@@ -208,14 +209,18 @@ class ArrowTrainerMixin(ArrowDataLoaderMixin, _TrainerBase):
         in_collator = pins_in_collator(self.args, collator, torch.cuda.is_available())
         if not in_collator and not (self.args.dataloader_pin_memory and not has_accelerator()):
             return super()._get_dataloader(dataset, *args, **kwargs)
+        # The caller's TrainingArguments and collator are left as they are: the DataLoader is
+        # built from shallow copies carrying the change.
+        training_args = self.args
         if in_collator:
             self.data_collator = dataclasses.replace(collator, pin_memory=True)
+        self.args = copy.copy(training_args)
         self.args.dataloader_pin_memory = False
         try:
             return super()._get_dataloader(dataset, *args, **kwargs)
         finally:
             self.data_collator = collator
-            self.args.dataloader_pin_memory = True
+            self.args = training_args
 
     def get_train_dataloader(self) -> Any:
         # Packed or length-grouped training on a stream: batches made on the fly, each rank its
