@@ -7,6 +7,8 @@ the same (seed, epoch)."""
 
 from __future__ import annotations
 
+import re
+
 import datasets
 import pytest
 import torch
@@ -115,10 +117,55 @@ def test_stream_state_dict_resumes_a_reader(kind, workers):
                           "reader": [0, 1]})
     assert list(done) == [] and done.state_dict()["complete"]
     assert list(done) == whole
-    with pytest.raises(ValueError, match="load_state_dict needs a mapping with 'epoch'"):
-        again.load_state_dict({"epoch": 1})
-    with pytest.raises(ValueError, match="batches must be at least 0"):
-        again.load_state_dict({"epoch": 1, "batches": -1})
+
+
+@pytest.mark.parametrize("kind", ["packed", "grouped"])
+def test_a_place_at_an_epochs_end_does_not_replay_it(kind):
+    """Saved after epoch 1's last batch, loaded into a fresh stream: the loop's set_epoch(1)
+    pass yields nothing, and the next batch is epoch 2's first."""
+    def make():
+        source = stream_of(counting_rows(60))
+        if kind == "packed":
+            return fastcollate.PackedStream(source, BUDGET, buffer=8, seed=2)
+        return fastcollate.LengthGroupedStream(source, BATCH, buffer=8, seed=2)
+
+    stream = make()
+    stream.set_epoch(1)
+    assert list(stream)
+    state = stream.state_dict()
+    assert state["complete"] and state["epoch"] == 1
+    stream.set_epoch(2)
+    following = list(stream)
+    for moves in ([1, 2], [2]):  # the loop goes on in the saved epoch, or at the next one
+        resumed = make()
+        resumed.load_state_dict(state)
+        batches = []
+        for epoch in moves:
+            resumed.set_epoch(epoch)
+            batches.extend(resumed)
+        assert batches == following, moves
+
+
+@pytest.mark.parametrize(("state", "field"), [
+    ({"epoch": 1, "batches": 2, "complete": "no", "reader": [0, 1]}, "'complete'"),
+    ({"epoch": 1, "batches": 2, "complete": False, "reader": 5}, "'reader'"),
+    ({"epoch": 1, "batches": 2, "complete": False, "reader": [3, 2]}, "'reader'"),
+    ({"epoch": 1, "batches": 2, "complete": False, "reader": [0, True]}, "'reader'"),
+    ({"epoch": "1", "batches": 2, "complete": False, "reader": None}, "'epoch'"),
+    ({"epoch": 1, "batches": -1, "complete": False, "reader": None}, "'batches'"),
+    ({"epoch": 1, "batches": 2.0, "complete": False, "reader": None}, "'batches'"),
+    ({"epoch": 1, "batches": 2, "complete": False}, "has no 'reader'"),
+    ({"epoch": 1}, "has no 'batches', 'complete', 'reader'"),
+    ({"epoch": 1, "batches": 2, "complete": False, "reader": None, "extra": 1}, "'extra'"),
+    ([1, 2], "not list"),
+])
+def test_malformed_places_are_refused(state, field):
+    for stream in (fastcollate.PackedStream(stream_of(counting_rows(8)), BUDGET),
+                   fastcollate.LengthGroupedStream(stream_of(counting_rows(8)), BATCH)):
+        with pytest.raises(ValueError, match=re.escape(field)):
+            stream.load_state_dict(state)
+        assert stream.state_dict() == {"epoch": 0, "batches": 0, "complete": False,
+                                       "reader": None}
 
 
 def test_seeded_masks_differ_between_epochs_on_a_stream(tmp_path, bert_tokenizer):

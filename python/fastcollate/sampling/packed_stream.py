@@ -80,7 +80,7 @@ class PackedStream(BufferedStream):
         self.max_tokens = checked_count(max_tokens, "max_tokens", 1)
         self.truncate = bool(truncate)
 
-    def _size(self, row: Any, position: int) -> tuple[Any, int]:
+    def _size(self, row: Any, position: int | str) -> tuple[Any, int]:
         """The row as packed (cut to `max_tokens` when over-long and `truncate`) and its
         token count; an over-long row is an error otherwise."""
         size = self._length(row, position)
