@@ -198,3 +198,14 @@ def test_ranks_in_step_every_row_once(tmp_path, kind):
     kept = [row for row in range(64) if row < 40 or row % 3 == 0]
     seen = Counter(row for batches in (first, second) for batch in batches for row in batch)
     assert seen == Counter(kept)
+
+
+def test_an_over_long_row_is_named_by_its_index_in_the_stream():
+    """Read by shard (one rank, two workers), row 77 of the stream is row 5 of the second
+    worker's shards; the error names the stream's row."""
+    table = {"input_ids": [[7] * (200 if i == 77 else 3) for i in range(ROWS)],
+             "row": list(range(ROWS))}
+    data = datasets.Dataset.from_dict(table).to_iterable_dataset(num_shards=SHARDS)
+    stream = fastcollate.PackedStream(data, 64, buffer=16)
+    with pytest.raises(ValueError, match=r"row 77 of the stream has 200 tokens"):
+        loaded(stream, 2)

@@ -1,7 +1,8 @@
 """`BufferedStream`: what `PackedStream` and `LengthGroupedStream` share — reading a stream of
 rows (a `datasets.IterableDataset`, a torch `IterableDataset`, a generator) one bounded buffer
 at a time, the seeded epoch, each row's length, and dealing the batches out to the readers
-(ranks x DataLoader workers) so that each reader yields the same number of batches."""
+(ranks x DataLoader workers) so that every row is in exactly one batch and every rank yields the
+same number of batches."""
 
 from __future__ import annotations
 
