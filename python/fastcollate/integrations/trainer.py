@@ -53,19 +53,17 @@ def default_collator(processing_class: Any) -> Any:
 
 
 def evaluation_collator(collator: Any) -> Any:
-    """The collator an evaluation or prediction DataLoader uses: `collator` itself, or, for a
-    masked-LM collator with random state (fastcollate's `DataCollatorForLanguageModeling`:
-    its native batch count, its `mask_rng="torch"` generator), a copy with state of its own,
-    at the same epoch. Evaluating then leaves the training masks as they were, so a run
-    resumed from a checkpoint masks its batches as the uninterrupted run does, and each
-    evaluation in an epoch masks the same way."""
+    """The collator an evaluation or prediction DataLoader uses: `collator` itself, or, for
+    fastcollate's `DataCollatorForLanguageModeling`, a copy whose native masking counts its
+    batches apart (at the same epoch). Evaluating then leaves the training masks as they were,
+    so a run resumed from a checkpoint masks its batches as the uninterrupted run does, and
+    each evaluation in an epoch masks alike. `mask_rng="torch"` keeps transformers' behaviour:
+    its generator is shared with training, as in transformers' Trainer."""
     masking = getattr(collator, "_masking", None)
     if not isinstance(masking, NativeMasking):
         return collator
     evaluating = copy.copy(collator)
     evaluating._masking = masking.separate()
-    evaluating.generator = None  # mask_rng="torch": made afresh from its seed when needed
-    evaluating._generator_pid = None
     return evaluating
 
 
