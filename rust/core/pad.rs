@@ -9,6 +9,7 @@ use std::mem::MaybeUninit;
 
 use crate::core::column::{Column, Kind, Shape};
 use crate::core::error::{CollateError, Result};
+use crate::core::sizes;
 
 /// How far a pad group is padded (transformers' `PaddingStrategy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,19 +143,11 @@ pub fn round_up(length: usize, multiple: Option<usize>) -> Result<usize> {
     }
 }
 
-/// The number of values of a `rows × length` output of `T`, checked: an output that cannot
-/// exist (more bytes than the address space) is an error naming the key and the length.
+/// The number of values of a `rows × length` output of `T`, checked by the one sizing rule
+/// (`core::sizes`): an output past the address space or past this machine's memory is an
+/// error naming the key, the shape and the bytes.
 pub fn output_size<T>(key: &str, rows: usize, length: usize) -> Result<usize> {
-    rows.checked_mul(length)
-        .filter(|&n| {
-            n.checked_mul(std::mem::size_of::<T>().max(1))
-                .is_some_and(|bytes| bytes <= isize::MAX as usize)
-        })
-        .ok_or_else(|| CollateError::OutputTooLarge {
-            key: key.into(),
-            rows,
-            length,
-        })
+    sizes::output_elements::<T>(key, &[rows, length])
 }
 
 /// A vector of `n` copies of `value`, or an error (MemoryError in Python) when the allocation
@@ -194,8 +187,7 @@ pub fn target_length(
         CollateError::InvalidOption(_) if pad_to_multiple_of != Some(0) => {
             CollateError::OutputTooLarge {
                 key: lead.into(),
-                rows: lengths.len(),
-                length: target,
+                shape: vec![lengths.len(), target],
             }
         }
         other => other,
@@ -1388,7 +1380,7 @@ mod tests {
         ] {
             let err = collate(cols(), &plan(vec![group(strategy, false)])).unwrap_err();
             assert!(
-                matches!(err, CollateError::OutputTooLarge { ref key, rows: 3, .. } if key == "input_ids"),
+                matches!(err, CollateError::OutputTooLarge { ref key, ref shape } if key == "input_ids" && shape[0] == 3),
                 "{err:?}"
             );
         }
@@ -1402,15 +1394,16 @@ mod tests {
     }
 
     #[test]
-    fn failed_allocation_is_an_error() {
-        // 2**45 int64 values: more than any machine here can allocate.
+    fn an_impossible_size_is_refused_before_it_is_reserved() {
+        // 2**45 int64 values: more than any machine here has, refused by the sizing rule.
         let cols = vec![seq_column("input_ids", &[&[1, 2, 3]])];
         let err = collate(
             cols,
             &plan(vec![group(Strategy::MaxLength(1 << 45), false)]),
         );
         assert!(
-            matches!(err, Err(CollateError::OutOfMemory { ref key, .. }) if key == "input_ids"),
+            matches!(err, Err(CollateError::NotEnoughMemory { ref key, ref shape, .. })
+                if key == "input_ids" && shape == &[1, 1 << 45]),
             "{err:?}"
         );
     }
