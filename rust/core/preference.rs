@@ -6,8 +6,8 @@
 use std::mem::MaybeUninit;
 use std::ops::Range;
 
-use crate::core::sizes;
 use crate::core::error::{CollateError, Result};
+use crate::core::sizes;
 
 /// Sequences laid end to end: row `i` is `values[offsets[i]..offsets[i + 1]]`.
 #[derive(Debug, Clone, Copy)]

@@ -34,11 +34,7 @@ pub enum SizeError {
 /// The number of elements of a buffer of `shape` whose elements take `item` bytes, when its
 /// bytes fit under `limit` (and `isize::MAX`). The rule itself, with the bound given, so that
 /// tests can choose it.
-pub fn elements_within(
-    shape: &[usize],
-    item: usize,
-    limit: usize,
-) -> Result<usize, SizeError> {
+pub fn elements_within(shape: &[usize], item: usize, limit: usize) -> Result<usize, SizeError> {
     let elements = shape
         .iter()
         .try_fold(1usize, |n, &d| n.checked_mul(d))
@@ -63,7 +59,12 @@ pub fn elements(shape: &[usize], item: usize) -> Result<usize, SizeError> {
 /// and the bytes: `OutputTooLarge` past the address space, `NotEnoughMemory` past this
 /// machine's memory. Every batch-sized output passes here before it is reserved.
 pub fn output_elements<T>(key: &str, shape: &[usize]) -> Result<usize, CollateError> {
-    checked_output(key, shape, std::mem::size_of::<T>().max(1), dtype_name::<T>())
+    checked_output(
+        key,
+        shape,
+        std::mem::size_of::<T>().max(1),
+        dtype_name::<T>(),
+    )
 }
 
 /// `output_elements` for an element type named at run time (`dtype`, of `item` bytes): what
@@ -106,6 +107,8 @@ fn machine_memory() -> Option<usize> {
         return None;
     }
     let unit = u64::from(info.mem_unit).max(1);
+    // `c_ulong` is 32 bits on 32-bit targets: widened before the sum.
+    #[allow(clippy::useless_conversion)]
     let units = u64::from(info.totalram).checked_add(u64::from(info.totalswap))?;
     let bytes = usize::try_from(units.checked_mul(unit)?).ok()?;
     // A kernel that reports no memory is not believed.

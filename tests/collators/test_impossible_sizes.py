@@ -20,8 +20,12 @@ import datasets
 import numpy as np
 import pytest
 import torch
-from transformers import Wav2Vec2CTCTokenizer, Wav2Vec2FeatureExtractor, Wav2Vec2Processor
-from transformers import WhisperFeatureExtractor
+from transformers import (
+    Wav2Vec2CTCTokenizer,
+    Wav2Vec2FeatureExtractor,
+    Wav2Vec2Processor,
+    WhisperFeatureExtractor,
+)
 
 import fastcollate
 from fastcollate import _native
