@@ -71,6 +71,13 @@ pub enum CollateError {
         bytes: usize,
         limit: usize,
     },
+    /// A call's outputs (`keys`), each within the machine's memory alone, that do not fit
+    /// together (`core::sizes::check_batch`; raised as MemoryError).
+    BatchTooLarge {
+        keys: Vec<String>,
+        bytes: usize,
+        limit: usize,
+    },
     /// An allocation of `bytes` for `key` failed (raised as MemoryError, as Python does).
     OutOfMemory { key: String, bytes: usize },
     /// A bad option (unknown padding strategy or side, zero multiple, ...).
@@ -91,7 +98,9 @@ impl CollateError {
         use CollateError::*;
         match self {
             NotANumber { .. } | NotAMapping { .. } | NotIntegers { .. } => ErrorClass::Type,
-            OutOfMemory { .. } | NotEnoughMemory { .. } => ErrorClass::Memory,
+            OutOfMemory { .. } | NotEnoughMemory { .. } | BatchTooLarge { .. } => {
+                ErrorClass::Memory
+            }
             _ => ErrorClass::Value,
         }
     }
@@ -201,6 +210,17 @@ impl fmt::Display for CollateError {
                 shape_text(shape),
                 human_bytes(*limit)
             ),
+            BatchTooLarge { keys, bytes, limit } => {
+                let keys: Vec<String> = keys.iter().map(|key| format!("'{key}'")).collect();
+                write!(
+                    f,
+                    "not enough memory for {} together: unable to allocate {}, more than the {} \
+                     this machine has; check max_length and pad_to_multiple_of",
+                    keys.join(", "),
+                    human_bytes(*bytes),
+                    human_bytes(*limit)
+                )
+            }
             OutOfMemory { key, bytes } => write!(
                 f,
                 "not enough memory for '{key}': {bytes} bytes were needed; check max_length \

@@ -88,6 +88,17 @@ pub enum DType {
     F64,
 }
 
+impl DType {
+    /// The bytes of one element.
+    pub fn item_size(self) -> usize {
+        match self {
+            DType::Bool => 1,
+            DType::F32 => 4,
+            DType::I64 | DType::F64 => 8,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     pub groups: Vec<PadGroup>,
@@ -936,6 +947,20 @@ pub fn plan_outputs(mut columns: Vec<Column>, plan: &Plan) -> Result<Planned> {
             left,
         });
     }
+    // The padded outputs together, before the first is reserved (each passed the rule alone
+    // through `target_length`).
+    let padded: Vec<(&str, usize)> = outputs
+        .iter()
+        .filter_map(|output| match output.layout {
+            Layout::Matrix { rows, columns } => Some((
+                output.key.as_str(),
+                rows.saturating_mul(columns)
+                    .saturating_mul(output.dtype.item_size()),
+            )),
+            _ => None,
+        })
+        .collect();
+    sizes::check_batch(&padded)?;
     Ok(Planned { columns, outputs })
 }
 

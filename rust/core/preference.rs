@@ -209,6 +209,12 @@ pub fn pad_joined_with(
     let rows = batch.checked_mul(completions.len()).ok_or_else(too_large)?;
     // Each of the (two or three) matrices checked by the one sizing rule before any is reserved.
     let cells = sizes::output_elements::<i64>("input_ids", &[rows, width])?;
+    let bytes = cells.saturating_mul(8);
+    let mut matrices = vec![("input_ids", bytes), ("attention_mask", bytes)];
+    if options.completion_mask {
+        matrices.push(("completion_mask", bytes));
+    }
+    sizes::check_batch(&matrices)?;
     let mut input_ids = reserved(cells)?;
     let mut attention_mask = reserved(cells)?;
     let mut completion_mask = reserved(if options.completion_mask { cells } else { 0 })?;

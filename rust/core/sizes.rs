@@ -90,6 +90,28 @@ pub fn checked_output(
     })
 }
 
+/// The outputs of one call together, `(key, bytes)` each (every one already within the rule
+/// alone), checked against what this machine can allocate: a batch whose buffers fit one by one
+/// but not together is refused before the first is reserved.
+pub fn check_batch(outputs: &[(&str, usize)]) -> Result<(), CollateError> {
+    batch_within(outputs, allocatable_bytes())
+}
+
+/// `check_batch` with the bound given.
+pub fn batch_within(outputs: &[(&str, usize)], limit: usize) -> Result<(), CollateError> {
+    let total = outputs
+        .iter()
+        .try_fold(0usize, |sum, &(_, bytes)| sum.checked_add(bytes));
+    match total {
+        Some(bytes) if bytes <= limit => Ok(()),
+        total => Err(CollateError::BatchTooLarge {
+            keys: outputs.iter().map(|&(key, _)| key.to_string()).collect(),
+            bytes: total.unwrap_or(usize::MAX),
+            limit,
+        }),
+    }
+}
+
 /// The most bytes one buffer may take: total memory plus swap on Linux, `isize::MAX` elsewhere
 /// (or where the kernel does not answer). Read once per process.
 pub fn allocatable_bytes() -> usize {
@@ -233,6 +255,31 @@ mod tests {
             );
             assert_eq!(err.class(), crate::core::error::ErrorClass::Memory);
         }
+    }
+
+    #[test]
+    fn a_batch_is_checked_as_a_whole() {
+        assert_eq!(batch_within(&[("a", 40), ("b", 60)], 100), Ok(()));
+        let err = batch_within(&[("a", 40), ("b", 61)], 100).unwrap_err();
+        assert_eq!(
+            err,
+            CollateError::BatchTooLarge {
+                keys: vec!["a".into(), "b".into()],
+                bytes: 101,
+                limit: 100
+            }
+        );
+        assert!(err
+            .to_string()
+            .starts_with("not enough memory for 'a', 'b' together"));
+        let err = batch_within(&[("a", usize::MAX), ("b", 1)], usize::MAX).unwrap_err();
+        assert!(matches!(
+            err,
+            CollateError::BatchTooLarge {
+                bytes: usize::MAX,
+                ..
+            }
+        ));
     }
 
     #[test]

@@ -162,6 +162,32 @@ def test_output_buffer_provider_is_never_asked(options, fmt):
     assert asked == []
 
 
+def machine_bytes() -> int:
+    """Total memory plus swap, as the kernel counts them (the rule's bound on Linux)."""
+    with open("/proc/meminfo") as meminfo:
+        fields = dict(line.split(":", 1) for line in meminfo)
+    return sum(int(fields[name].split()[0]) * 1024 for name in ("MemTotal", "SwapTotal"))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the bound read from the kernel")
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_outputs_that_fit_one_by_one_but_not_together(fmt):
+    """Two outputs of 0.6 of the machine each: the batch is refused as a whole, before the
+    provider is asked for the first buffer (a provider that would be asked raises instead of
+    allocating, so a regression cannot touch that memory)."""
+
+    def provider(key, shape, dtype):
+        raise AssertionError(f"asked for {key} {shape}")
+
+    length = int(machine_bytes() * 0.6) // (2 * 8)
+    group = _native.PadGroup("input_ids", pad_value=0, attention_mask="attention_mask",
+                             strategy="max_length", max_length=length)
+    assert_refused(lambda: _native.collate(
+        token_rows(fmt), [group], float32=True, to_tensor=torch.from_numpy,
+        output_buffer=provider), match="not enough memory for 'input_ids', 'attention_mask' "
+        "together: unable to allocate .*, more than the .* this machine has")
+
+
 def test_sizes_past_the_address_space_stay_value_errors(bert_tokenizer):
     # What numpy calls "array is too big": no allocation could ever hold it.
     for options in ({"padding": "max_length", "max_length": 2**62},
