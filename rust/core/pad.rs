@@ -9,6 +9,7 @@ use std::mem::MaybeUninit;
 
 use crate::core::column::{Column, Kind, Shape};
 use crate::core::error::{CollateError, Result};
+use crate::core::sizes;
 
 /// How far a pad group is padded (transformers' `PaddingStrategy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +88,17 @@ pub enum DType {
     F64,
 }
 
+impl DType {
+    /// The bytes of one element.
+    pub fn item_size(self) -> usize {
+        match self {
+            DType::Bool => 1,
+            DType::F32 => 4,
+            DType::I64 | DType::F64 => 8,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     pub groups: Vec<PadGroup>,
@@ -142,19 +154,11 @@ pub fn round_up(length: usize, multiple: Option<usize>) -> Result<usize> {
     }
 }
 
-/// The number of values of a `rows × length` output of `T`, checked: an output that cannot
-/// exist (more bytes than the address space) is an error naming the key and the length.
+/// The number of values of a `rows × length` output of `T`, checked by the one sizing rule
+/// (`core::sizes`): an output past the address space or past this machine's memory is an
+/// error naming the key, the shape and the bytes.
 pub fn output_size<T>(key: &str, rows: usize, length: usize) -> Result<usize> {
-    rows.checked_mul(length)
-        .filter(|&n| {
-            n.checked_mul(std::mem::size_of::<T>().max(1))
-                .is_some_and(|bytes| bytes <= isize::MAX as usize)
-        })
-        .ok_or_else(|| CollateError::OutputTooLarge {
-            key: key.into(),
-            rows,
-            length,
-        })
+    sizes::output_elements::<T>(key, &[rows, length])
 }
 
 /// An empty vector with room for `n` values, or an error (MemoryError in Python) when the
@@ -186,8 +190,7 @@ pub fn target_length(
         CollateError::InvalidOption(_) if pad_to_multiple_of != Some(0) => {
             CollateError::OutputTooLarge {
                 key: lead.into(),
-                rows: lengths.len(),
-                length: target,
+                shape: vec![lengths.len(), target],
             }
         }
         other => other,
@@ -933,6 +936,20 @@ pub fn plan_outputs(mut columns: Vec<Column>, plan: &Plan) -> Result<Planned> {
             left,
         });
     }
+    // The padded outputs together, before the first is reserved (each passed the rule alone
+    // through `target_length`).
+    let padded: Vec<(&str, usize)> = outputs
+        .iter()
+        .filter_map(|output| match output.layout {
+            Layout::Matrix { rows, columns } => Some((
+                output.key.as_str(),
+                rows.saturating_mul(columns)
+                    .saturating_mul(output.dtype.item_size()),
+            )),
+            _ => None,
+        })
+        .collect();
+    sizes::check_batch(&padded)?;
     Ok(Planned { columns, outputs })
 }
 
@@ -1377,7 +1394,7 @@ mod tests {
         ] {
             let err = collate(cols(), &plan(vec![group(strategy, false)])).unwrap_err();
             assert!(
-                matches!(err, CollateError::OutputTooLarge { ref key, rows: 3, .. } if key == "input_ids"),
+                matches!(err, CollateError::OutputTooLarge { ref key, ref shape } if key == "input_ids" && shape[0] == 3),
                 "{err:?}"
             );
         }
@@ -1391,15 +1408,16 @@ mod tests {
     }
 
     #[test]
-    fn failed_allocation_is_an_error() {
-        // 2**45 int64 values: more than any machine here can allocate.
+    fn an_impossible_size_is_refused_before_it_is_reserved() {
+        // 2**45 int64 values: more than any machine here has, refused by the sizing rule.
         let cols = vec![seq_column("input_ids", &[&[1, 2, 3]])];
         let err = collate(
             cols,
             &plan(vec![group(Strategy::MaxLength(1 << 45), false)]),
         );
         assert!(
-            matches!(err, Err(CollateError::OutOfMemory { ref key, .. }) if key == "input_ids"),
+            matches!(err, Err(CollateError::NotEnoughMemory { ref key, ref shape, .. })
+                if key == "input_ids" && shape == &[1, 1 << 45]),
             "{err:?}"
         );
     }

@@ -41,6 +41,8 @@ mod _native {
     #[pymodule_export]
     use super::bindings::sampling::{pack_epoch, rebalance_epoch};
     #[pymodule_export]
+    use super::bindings::sizes::check_output_size;
+    #[pymodule_export]
     use super::bindings::streams::{group_stream_buffer, pack_stream_buffer};
     #[pymodule_export]
     use super::bindings::trl_pad::pad_sequences;
