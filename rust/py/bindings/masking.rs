@@ -1,18 +1,18 @@
 //! Binding for masked-LM masking: borrows the padded `input_ids` array for writing, masks it in
 //! place with the interpreter released, and hands the labels buffer to numpy without a copy.
 
-use numpy::ndarray::Array2;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use numpy::{
-    IntoPyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2,
-    PyReadonlyArray3, PyUntypedArrayMethods,
+    PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3,
+    PyUntypedArrayMethods,
 };
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::core::masking::{self, MaskOptions, Special};
 use crate::core::rng::Xoshiro256PlusPlus;
+use crate::py::output::numpy_arrays::matrix;
 
 fn contiguous<'a, T>(slice: Result<&'a [T], numpy::AsSliceError>, key: &str) -> PyResult<&'a [T]> {
     slice.map_err(|_| PyValueError::new_err(format!("'{key}' must be a C-contiguous array")))
@@ -42,7 +42,7 @@ pub fn mask_tokens<'py>(
     special_ids: PyReadonlyArray1<'py, i64>,
     special_tokens_mask: Option<PyReadonlyArray2<'py, i64>>,
     offset_mapping: Option<PyReadonlyArray3<'py, i64>>,
-) -> PyResult<Bound<'py, PyArray2<i64>>> {
+) -> PyResult<Bound<'py, PyAny>> {
     let (rows, columns) = (input_ids.shape()[0], input_ids.shape()[1]);
     if let Some(mask) = &special_tokens_mask {
         if mask.shape() != [rows, columns] {
@@ -90,9 +90,7 @@ pub fn mask_tokens<'py>(
         masking::mask_tokens(values, columns, &special, offsets, &options, &mut rng)
     })?;
     // The labels Vec moves into numpy: no copy.
-    Ok(Array2::from_shape_vec((rows, columns), labels)
-        .map_err(|e| PyValueError::new_err(e.to_string()))?
-        .into_pyarray(py))
+    matrix(py, rows, columns, labels)
 }
 
 /// Atomically replaces `cells[index]` with `new` if it holds `current`, and returns the value

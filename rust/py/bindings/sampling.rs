@@ -35,7 +35,7 @@ pub fn rebalance_epoch<'py>(
     };
     let (lengths, order) = (borrowed_or_copied(&lengths), borrowed_or_copied(&order));
     let batches = py.detach(|| plan.epoch(&lengths, &order, rank))?;
-    Ok(batch_arrays(py, batches))
+    batch_arrays(py, batches)
 }
 
 /// One epoch of token-budget batches (see `core::packing`), `rank`'s share of them.
@@ -68,5 +68,5 @@ pub fn pack_epoch<'py>(
         let all = plan.epoch(&lengths)?;
         packing::shard(&all, num_replicas, rank, drop_last)
     })?;
-    Ok(batch_arrays(py, batches))
+    batch_arrays(py, batches)
 }
