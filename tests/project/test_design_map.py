@@ -286,6 +286,8 @@ RAW_READS_HEADING = "## Every raw read, and what guards it"
 RUST_PATH = re.compile(r"^(?:[A-Za-z_]\w*::)+[A-Za-z_]\w*$")
 # Paths into other crates are not this page's to check.
 EXTERNAL_CRATES = {"std", "core_foundation", "pyo3", "numpy", "ndarray", "libc", "mimalloc"}
+# Rust's primitive types (`isize::MAX`) are not this page's to check either.
+PRIMITIVES = {"isize", "usize", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f32", "f64"}
 _RUST_COMMENT = re.compile(r"//.*")
 _UNSAFE_BLOCK = re.compile(r"\bunsafe\s*\{")
 
@@ -295,7 +297,7 @@ def rust_paths(text: str) -> set[str]:
     return {
         token
         for token in BACKTICKED.findall(text)
-        if RUST_PATH.match(token) and token.split("::")[0] not in EXTERNAL_CRATES
+        if RUST_PATH.match(token) and token.split("::")[0] not in EXTERNAL_CRATES | PRIMITIVES
     }
 
 
@@ -306,9 +308,16 @@ def binding_module_files(root: Path, module: str) -> list[Path]:
 
 
 def defines_rust(source: str, name: str) -> bool:
-    """Whether Rust `source` defines `name`: a fn, type, trait, const, static or module."""
+    """Whether Rust `source` defines `name`: a fn, type, trait, const, static, module or an
+    enum's variant (a line of an enum's body that starts with the name)."""
     kinds = r"fn|struct|enum|trait|type|const|static|mod|union"
-    return re.search(rf"\b(?:{kinds})\s+{re.escape(name)}\b", source) is not None
+    if re.search(rf"\b(?:{kinds})\s+{re.escape(name)}\b", source) is not None:
+        return True
+    variant = re.compile(rf"^\s+{re.escape(name)}\s*(?:[{{(,]|$)", re.MULTILINE)
+    return any(
+        variant.search(body) is not None
+        for body in re.findall(r"\benum\s+\w+[^{]*\{(.*?)\n\}", source, re.DOTALL)
+    )
 
 
 def rust_path_problem(path: str, root: Path = ROOT) -> str | None:
@@ -419,7 +428,8 @@ def test_the_raw_read_table_covers_every_unsafe_block():
 def rust_tree(tmp_path):
     files = {
         "rust/core/pad.rs": "pub struct Plan {}\nimpl Plan { pub fn fill(&self) {} }\n"
-        "pub fn target_length() {}\n",
+        "pub fn target_length() {}\n"
+        "pub enum Error {\n    TooLarge { key: String },\n    Empty,\n}\n",
         "rust/py/convert/ints.rs": "unsafe fn items() {}\nfn read() { unsafe { items() } }\n"
         "pub struct SmallInts;\n",
         "rust/py/convert/rows.rs": "// unsafe { in a comment }\npub fn keys() {}\n",
@@ -435,10 +445,12 @@ def test_rust_paths_are_resolved_and_missing_ones_listed(rust_tree):
     text = (
         "`core::pad::target_length`, `core::pad::Plan`, `Plan::fill`, `ints::SmallInts`, "
         "`crate::py::convert::rows`, `convert::rows::keys`, `std::mem::swap` (another crate), "
-        "`ints::gone`, `core::grouping::group`, `Plan::missing`, `nothing::here`, `a.b`"
+        "`ints::gone`, `core::grouping::group`, `Plan::missing`, `nothing::here`, `a.b`, "
+        "`Error::TooLarge`, `Error::Empty`, `Error::Missing`, `isize::MAX` (a primitive)"
     )
     problems = rust_path_problems(text, rust_tree)
     assert [p.split("`")[1] for p in problems] == [
+        "Error::Missing",
         "Plan::missing",
         "core::grouping::group",
         "ints::gone",
