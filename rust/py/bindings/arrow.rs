@@ -16,7 +16,7 @@ use crate::core::pad;
 
 use crate::py::convert::pad_plan::{build_plan, PadGroupSpec};
 use crate::py::output::numpy_arrays::output_to_py;
-use crate::py::output::output_buffers::OutputBuffers;
+use crate::py::output::output_buffers::{hand_out, OutputBuffers};
 
 /// One chunk as Python describes it: (rows, offsets or None, values type, values, values length,
 /// bit offset of boolean values, (validity bitmap, bit offset) or None, the same for the values).
@@ -221,30 +221,17 @@ pub fn collate_arrow<'py>(
             .collect::<PyResult<_>>()?,
     };
     let index_map = index_map.as_ref().map(|m| m.get().column());
-    let mut buffers = output_buffer.as_ref().and_then(OutputBuffers::new);
-    let outputs = match &mut buffers {
-        None => py.detach(|| {
-            let gathered = arrow::gather_batch(&selected, index_map, &indices)?;
-            pad::collate(gathered, &plan).map_err(ArrowError::from)
-        })?,
-        // Sizes first, then a buffer for each output (attached), then the values.
-        Some(buffers) => {
-            let planned = py.detach(|| {
-                let gathered = arrow::gather_batch(&selected, index_map, &indices)?;
-                pad::plan_outputs(gathered, &plan).map_err(ArrowError::from)
-            })?;
-            let given = buffers.for_planned(&planned.outputs)?;
-            py.detach(|| planned.fill(given))?
-        }
-    };
+    let buffers = output_buffer.as_ref().and_then(OutputBuffers::new);
+    let outputs = py.detach(|| {
+        let gathered = arrow::gather_batch(&selected, index_map, &indices)?;
+        pad::collate(gathered, &plan).map_err(ArrowError::from)
+    })?;
     // Column order, then a created attention mask: the order `collate` gives.
+    let keys: Vec<String> = outputs.iter().map(|output| output.key.clone()).collect();
+    let values = hand_out(buffers.as_ref(), outputs, |output| output_to_py(py, output))?;
     let result = PyDict::new(py);
-    for output in outputs {
-        let key = output.key.clone();
-        match buffers.as_ref().and_then(|b| b.given_tensor(&output)) {
-            Some(tensor) => result.set_item(key, tensor)?,
-            None => result.set_item(key, output_to_py(py, output)?)?,
-        }
+    for (key, value) in keys.into_iter().zip(values) {
+        result.set_item(key, value)?;
     }
     Ok(result)
 }
