@@ -31,8 +31,41 @@ type ChunkArgs<'py> = (
     Option<(Bound<'py, PyAny>, usize)>,
 );
 
-/// Borrows a read-only, contiguous, aligned 1-D numpy array of `T` for as long as `owners`
-/// holds it.
+/// Whether `array` is read-only and lies in memory no numpy array owns, read from the array
+/// objects' C fields (not `flags`, which a subclass can answer): it does not own its data, nor
+/// does any array down its chain of bases, which ends in another object (an Arrow buffer, a
+/// `memoryview`) exporting the memory through the buffer protocol. Such memory cannot be
+/// resized or freed while the view lives (numpy resizes only arrays that own their data, and a
+/// buffer exporter refuses to while exported), so it may be read with the interpreter released.
+fn pinned_read_only<T: Element>(array: &Bound<'_, PyArray1<T>>) -> bool {
+    use numpy::npyffi::{self, PyArrayObject, NPY_ARRAY_OWNDATA, NPY_ARRAY_WRITEABLE};
+    let py = array.py();
+    let mut object = array.as_array_ptr();
+    // SAFETY: `object` is a live numpy array (checked by `PyArray_Check` past the first, which
+    // `array` is); its `flags` and `base` fields are read while it is held (`array` holds the
+    // first, each array its base) and no Python code runs.
+    unsafe {
+        if (*object).flags & NPY_ARRAY_WRITEABLE != 0 {
+            return false;
+        }
+        loop {
+            if (*object).flags & NPY_ARRAY_OWNDATA != 0 {
+                return false;
+            }
+            let base = (*object).base;
+            if base.is_null() {
+                return false;
+            }
+            if npyffi::PyArray_Check(py, base) == 0 {
+                return true;
+            }
+            object = base.cast::<PyArrayObject>();
+        }
+    }
+}
+
+/// Borrows a read-only, contiguous, aligned 1-D numpy array of `T` (in memory no numpy array
+/// owns: `pinned_read_only`) for as long as `owners` holds it.
 fn borrow<T: Element>(
     key: &str,
     what: &str,
@@ -45,8 +78,7 @@ fn borrow<T: Element>(
             std::any::type_name::<T>()
         ))
     })?;
-    let writeable: bool = array.getattr("flags")?.getattr("writeable")?.extract()?;
-    if writeable || !array.is_c_contiguous() {
+    if !pinned_read_only(array) || !array.is_c_contiguous() {
         return Err(PyValueError::new_err(format!(
             "'{key}': the {what} must be a read-only contiguous view of an Arrow buffer"
         )));

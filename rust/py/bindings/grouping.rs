@@ -1,11 +1,11 @@
 //! Binding for the length-grouping core: borrows the numpy buffers, groups with the
 //! interpreter released, and hands the result to numpy without copying it.
 
-use numpy::{PyArray1, PyReadonlyArray1};
+use numpy::PyArray1;
 use pyo3::prelude::*;
 
 use crate::core::grouping;
-use crate::py::convert::array_values::borrowed_or_copied;
+use crate::py::convert::array_values::OwnedArray1;
 
 /// `lengths` and `permutation` are int64 arrays of the same size; returns the grouped indices
 /// as an int64 array (transformers' `get_length_grouped_indices` after its `torch.randperm`).
@@ -13,14 +13,14 @@ use crate::py::convert::array_values::borrowed_or_copied;
 #[pyo3(signature = (lengths, permutation, batch_size, mega_batch_mult=None))]
 pub fn group_by_length<'py>(
     py: Python<'py>,
-    lengths: PyReadonlyArray1<'py, i64>,
-    permutation: PyReadonlyArray1<'py, i64>,
+    lengths: OwnedArray1<i64>,
+    permutation: OwnedArray1<i64>,
     batch_size: i64,
     mega_batch_mult: Option<i64>,
 ) -> PyResult<Bound<'py, PyArray1<i64>>> {
     let (lengths, permutation) = (
-        borrowed_or_copied(&lengths),
-        borrowed_or_copied(&permutation),
+        lengths.0,
+        permutation.0,
     );
     let indices = py.detach(|| {
         grouping::group_by_length(&lengths, &permutation, batch_size, mega_batch_mult)
