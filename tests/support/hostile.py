@@ -233,7 +233,7 @@ def same_batch(ours: dict, expected: dict) -> bool:
 
 
 def _resizer(rows: list, key: str, stop: threading.Event) -> None:
-    sizes = [3, 4000, 17, 250_000, 1]
+    sizes = [3, 4000, 17, 20_000, 1]
     i = 0
     while not stop.is_set():
         for row in rows:

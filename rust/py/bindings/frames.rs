@@ -174,7 +174,11 @@ fn given_masks<'py>(
                 return Ok(None);
             };
             if !array.is_c_contiguous() {
-                return Err(row_error("attention_mask", row, "the array is not C-contiguous"));
+                return Err(row_error(
+                    "attention_mask",
+                    row,
+                    "the array is not C-contiguous",
+                ));
             }
             if Some(&array.len()) != row_frames.get(row) {
                 return Err(PyValueError::new_err(format!(

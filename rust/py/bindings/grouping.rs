@@ -18,10 +18,7 @@ pub fn group_by_length<'py>(
     batch_size: i64,
     mega_batch_mult: Option<i64>,
 ) -> PyResult<Bound<'py, PyArray1<i64>>> {
-    let (lengths, permutation) = (
-        lengths.0,
-        permutation.0,
-    );
+    let (lengths, permutation) = (lengths.0, permutation.0);
     let indices = py.detach(|| {
         grouping::group_by_length(&lengths, &permutation, batch_size, mega_batch_mult)
     })?;

@@ -115,7 +115,14 @@ pub fn mask_tokens<'py>(
         let values = unsafe { input_ids.as_slice_mut() }
             .map_err(|_| PyValueError::new_err("'input_ids' must be a C-contiguous array"))?;
         let mut rng = Xoshiro256PlusPlus::for_batch(seed, worker, batch);
-        masking::mask_tokens(values, columns, &special, offsets.as_deref(), &options, &mut rng)
+        masking::mask_tokens(
+            values,
+            columns,
+            &special,
+            offsets.as_deref(),
+            &options,
+            &mut rng,
+        )
     }?;
     // The labels Vec moves into numpy: no copy.
     Ok(Array2::from_shape_vec((rows, columns), labels)

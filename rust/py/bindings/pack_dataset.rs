@@ -1,7 +1,6 @@
 //! Binding for `pack_dataset`'s core (`core::pack_dataset`): borrows the numpy row lengths and
 //! batch boundaries, plans with the interpreter released, and hands back numpy arrays.
 
-
 use numpy::PyArray1;
 use pyo3::prelude::*;
 

@@ -3,11 +3,7 @@
 //! int64/uint8 arrays the sampling and packing bindings take), and integer arrays of any
 //! width read as int64 (`IntElement`, `IntValuesVisitor`, `with_int_values`, `append_ints`).
 
-
-use numpy::{
-    PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray,
-    PyUntypedArrayMethods,
-};
+use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
 use crate::core::pad::Slots;
