@@ -33,10 +33,10 @@ type ChunkArgs<'py> = (
 
 /// Whether `array` is read-only and lies in memory no numpy array owns, read from the array
 /// objects' C fields (not `flags`, which a subclass can answer): it does not own its data, nor
-/// does any array down its chain of bases, which ends in another object (an Arrow buffer, a
-/// `memoryview`) exporting the memory through the buffer protocol. Such memory cannot be
-/// resized or freed while the view lives (numpy resizes only arrays that own their data, and a
-/// buffer exporter refuses to while exported), so it may be read with the interpreter released.
+/// does any array down its chain of bases, which ends in another object that exported the
+/// memory (an Arrow buffer, through the buffer protocol) and keeps it while the view holds it.
+/// No numpy `resize` can move such memory (numpy resizes only arrays that own their data), so
+/// it may be read with the interpreter released.
 fn pinned_read_only<T: Element>(array: &Bound<'_, PyArray1<T>>) -> bool {
     use numpy::npyffi::{self, PyArrayObject, NPY_ARRAY_OWNDATA, NPY_ARRAY_WRITEABLE};
     let py = array.py();
@@ -78,7 +78,8 @@ fn borrow<T: Element>(
             std::any::type_name::<T>()
         ))
     })?;
-    if !pinned_read_only(array) || !array.is_c_contiguous() {
+    // (An empty array is not read: `np.empty(0)` stands for a missing buffer.)
+    if !array.is_c_contiguous() || (array.len() > 0 && !pinned_read_only(array)) {
         return Err(PyValueError::new_err(format!(
             "'{key}': the {what} must be a read-only contiguous view of an Arrow buffer"
         )));
