@@ -117,8 +117,9 @@ fn pad_groups_in_place<'py>(
 /// `read::is_numpy_scalar_of_own_dtype`). With `to_tensor` (e.g. `torch.from_numpy`), every numeric output array is passed through it
 /// before it goes into the dict: the caller's conversion loop, done here. With
 /// `output_buffer` (`(key, shape, dtype) -> torch.Tensor`), each output that is not ragged is
-/// written straight into the tensor it returns, and that tensor is the output (see
-/// `output_buffers`); where torch has no DLPack exchange table it is not called.
+/// copied into the tensor it returns once the whole batch is read and padded, and that tensor
+/// is the output (see `output_buffers`); where torch has no DLPack exchange table it is not
+/// called.
 #[pyfunction]
 #[pyo3(signature = (
     features, groups, *, float32, allow_ragged=false, dtypes=None, keys=None, keep_arrays=false,
