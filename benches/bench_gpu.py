@@ -16,9 +16,16 @@ and 2, and (bert) fastcollate with `pin_memory=True` in the collator and the Dat
 pinning off, as `fastcollate.Trainer` does on a GPU; every other configuration pins in the
 DataLoader (`pin_memory=True`). Host-to-device copies are `non_blocking`.
 
+A third loop, `fastcollate-trainer`, is `fastcollate.Trainer` as a user runs it: bert with
+its default collator (fastcollate's `DataCollatorWithPadding`, batches read straight from
+Arrow, pinned output filled in place on a GPU), lm padded (`DataCollatorForLanguageModeling`,
+`mlm=False`) and packed (`train_sampling_strategy="packed"`, a token budget of
+`PACKED_TOKENS_PER_ROW` per row of the padded batch, `DataCollatorWithFlattening`).
+
 Reported per configuration, over `--steps` steps after `--warmup`:
 
-- steps/s, and real (unpadded) tokens/s;
+- steps/s, real (unpadded) tokens/s, and the padding share (pad positions over all
+  positions the model is fed);
 - the median time in `next(loader)` (which includes accelerate moving the batch to the GPU);
 - the data-wait share: time in `next(loader)` over step time;
 - host CPU time per step: this process and its DataLoader workers (user + system).
@@ -61,8 +68,12 @@ from torch.utils.data import DataLoader  # noqa: E402
 import fastcollate  # noqa: E402
 from fastcollate.bench import report, timing, workload  # noqa: E402
 
-LOOPS = ("trainer", "accelerate")
+LOOPS = ("trainer", "accelerate", "fastcollate-trainer")
 TINY_MAX_TOKENS = 32
+# The packed runs' token budget per batch: this many tokens per row of the padded batch size
+# (IMDB-like rows average about 260 tokens, so a packed batch holds about as many real tokens
+# as a padded one).
+PACKED_TOKENS_PER_ROW = 256
 TASKS = ("bert", "lm")
 FIELDS = (
     "steps_per_s",
@@ -71,6 +82,7 @@ FIELDS = (
     "next_ms_median",
     "next_ms_mean",
     "data_wait_share",
+    "padding_share",
     "cpu_ms_per_step",
 )
 
@@ -82,7 +94,9 @@ class Config:
     library: str  # "transformers" | "fastcollate"
     layout: str  # "padded" | "packed"
     num_workers: int
-    pinning: str  # "dataloader": DataLoader(pin_memory=True); "collator": pin_memory=True
+    # "dataloader": DataLoader(pin_memory=True); "collator": pin_memory=True; "trainer":
+    # fastcollate.Trainer's choice (the collator pins on a GPU)
+    pinning: str
 
     @property
     def name(self) -> str:
@@ -92,7 +106,7 @@ class Config:
 
 def all_configs() -> list[Config]:
     configs = []
-    for loop in LOOPS:
+    for loop in LOOPS[:2]:
         for task in TASKS:
             for layout in ("padded",) if task == "bert" else ("padded", "packed"):
                 for workers in (0, 2, 4):
@@ -105,6 +119,8 @@ def all_configs() -> list[Config]:
             # DataCollatorWithPadding is the collator with the option.
             if task == "bert":
                 configs.append(Config(loop, task, "fastcollate", "padded", 0, "collator"))
+    for task, layout in (("bert", "padded"), ("lm", "padded"), ("lm", "packed")):
+        configs.append(Config("fastcollate-trainer", task, "fastcollate", layout, 0, "trainer"))
     return configs
 
 
@@ -208,12 +224,13 @@ def cpu_seconds() -> tuple[float, str]:
     return total, "process+workers"
 
 
-def count_tokens(batch: Any) -> Any:
-    """Real tokens: the attention mask's ones, or every position of a packed row. A tensor
-    where the batch is (summed on the GPU without waiting for it)."""
+def count_tokens(batch: Any) -> tuple[Any, int]:
+    """Real tokens (the attention mask's ones, or every position of a packed row: a tensor
+    where the batch is, summed on the GPU without waiting for it) and the positions fed."""
+    positions = batch["input_ids"].numel()
     if "attention_mask" in batch:
-        return batch["attention_mask"].sum()
-    return batch["input_ids"].numel()
+        return batch["attention_mask"].sum(), positions
+    return positions, positions
 
 
 class StepClock:
@@ -226,6 +243,7 @@ class StepClock:
         self.ends: list[float] = []
         self.fetches: list[float] = []
         self.tokens: list[Any] = []
+        self.positions: list[int] = []
         self.cpu: list[float] = []
         self.cpu_scope = ""
 
@@ -236,7 +254,9 @@ class StepClock:
 
     def fetched(self, seconds: float, batch: Any) -> None:
         self.fetches.append(seconds)
-        self.tokens.append(count_tokens(batch))
+        tokens, positions = count_tokens(batch)
+        self.tokens.append(tokens)
+        self.positions.append(positions)
 
     def step_done(self) -> None:
         self.sync()
@@ -257,6 +277,7 @@ class StepClock:
         durations = np.diff(self.ends)[window]
         fetches = np.asarray(self.fetches[window])
         tokens = sum(int(t) for t in self.tokens[window])
+        positions = sum(self.positions[window])
         total = float(durations.sum())
         return {
             "steps": steps,
@@ -266,6 +287,7 @@ class StepClock:
             "next_ms_median": float(np.median(fetches)) * 1e3,
             "next_ms_mean": float(fetches.mean()) * 1e3,
             "data_wait_share": float(fetches.sum()) / total,
+            "padding_share": 1 - tokens / positions,
             "cpu_ms_per_step": (self.cpu[-1] - self.cpu[0]) / steps * 1e3,
             "cpu_scope": self.cpu_scope,
         }
@@ -315,15 +337,30 @@ def _reset_accelerate() -> None:
 
 
 def run_trainer(config: Config, settings: argparse.Namespace, tokenizer: Any, rows: Any) -> dict:
+    """`transformers.Trainer` with the configuration's collator, or (loop
+    `fastcollate-trainer`) `fastcollate.Trainer` as a user runs it."""
     clock = StepClock(settings.device, settings.warmup)
     cuda = settings.device == "cuda"
+    fast = config.loop == "fastcollate-trainer"
+    base: Any = fastcollate.Trainer if fast else transformers.Trainer
+    arguments: Any = fastcollate.TrainingArguments if fast else transformers.TrainingArguments
 
-    class TimedTrainer(transformers.Trainer):
+    class TimedTrainer(base):
         def get_train_dataloader(self):
             return TimedLoader(super().get_train_dataloader(), clock)
 
+    extra: dict[str, Any] = {}
+    if config.layout == "packed" and fast:
+        budget = settings.batch_size * (settings.max_tokens or PACKED_TOKENS_PER_ROW)
+        extra = {"train_sampling_strategy": "packed", "max_tokens_per_batch": budget}
+    collator: dict[str, Any] = {"data_collator": new_collator(config, tokenizer)}
+    if fast and config.task == "bert":
+        # fastcollate.Trainer's default: its DataCollatorWithPadding, from the tokenizer.
+        collator = {"processing_class": tokenizer}
+    elif fast and config.layout == "packed":
+        collator = {}  # the packed strategy's default, DataCollatorWithFlattening
     with tempfile.TemporaryDirectory() as output_dir:
-        args = transformers.TrainingArguments(
+        args = arguments(
             output_dir,
             per_device_train_batch_size=settings.batch_size,
             max_steps=settings.warmup + settings.steps,
@@ -331,8 +368,9 @@ def run_trainer(config: Config, settings: argparse.Namespace, tokenizer: Any, ro
             bf16=cuda,
             use_cpu=not cuda,
             dataloader_num_workers=config.num_workers,
-            # The collator pins instead (pin_memory=True), as fastcollate.Trainer arranges.
-            dataloader_pin_memory=cuda and config.pinning == "dataloader",
+            # The collator pins instead (pin_memory=True), as fastcollate.Trainer arranges;
+            # fastcollate.Trainer is left its default, and arranges it.
+            dataloader_pin_memory=fast or (cuda and config.pinning == "dataloader"),
             dataloader_drop_last=True,
             accelerator_config={"non_blocking": cuda},
             logging_strategy="no",
@@ -340,13 +378,14 @@ def run_trainer(config: Config, settings: argparse.Namespace, tokenizer: Any, ro
             report_to="none",
             disable_tqdm=True,
             seed=0,
+            **extra,
         )
         trainer = TimedTrainer(
             model=new_model(config.task, settings.tiny, settings.device),
             args=args,
             train_dataset=rows,
-            data_collator=new_collator(config, tokenizer),
             callbacks=[_ClockCallback(clock)],
+            **collator,
         )
         trainer.train()
         del trainer
@@ -406,6 +445,7 @@ def run_config(config: Config, settings: argparse.Namespace, tokenizer: Any, row
         "layout": config.layout,
         "num_workers": config.num_workers,
         "pinning": config.pinning if settings.device == "cuda" else "none",
+        "padding_share": None,
         "batch_size": settings.batch_size,
         "warmup": settings.warmup,
         **{field: None for field in FIELDS},
@@ -414,7 +454,7 @@ def run_config(config: Config, settings: argparse.Namespace, tokenizer: Any, row
     if reason is not None:
         return {**record, "status": "skipped", "reason": reason}
     _reset_accelerate()
-    run = run_trainer if config.loop == "trainer" else run_accelerate
+    run = run_accelerate if config.loop == "accelerate" else run_trainer
     try:
         measured = run(config, settings, tokenizer, rows)
     finally:
@@ -442,9 +482,12 @@ def device_description(device: str) -> dict[str, Any]:
 
 
 def _baseline(results: list[dict], r: dict) -> dict | None:
-    """transformers' collator with num_workers=0, same loop, task and layout."""
+    """transformers' collator with num_workers=0, same loop (transformers.Trainer's for
+    fastcollate.Trainer), task and layout (padded, for packed)."""
+    fast_trainer = r["loop"] == "fastcollate-trainer"
+    loop, layout = ("trainer", "padded") if fast_trainer else (r["loop"], r["layout"])
     for other in results:
-        if (other["loop"], other["task"], other["layout"]) == (r["loop"], r["task"], r["layout"]):
+        if (other["loop"], other["task"], other["layout"]) == (loop, r["task"], layout):
             if other["collator"] == "transformers" and other["num_workers"] == 0:
                 return other if other["status"] == "ok" else None
     return None
@@ -458,8 +501,9 @@ def format_table(results: list[dict]) -> str:
         "step ms",
         "next() ms",
         "data wait",
+        "padding",
         "CPU ms/step",
-        "vs transformers w0",
+        "tokens/s vs transformers w0",
     ]
     lines, notes = [], []
     for r in results:
@@ -468,7 +512,7 @@ def format_table(results: list[dict]) -> str:
             notes.append(f"{r['name']}: skipped, {r['reason']}")
             continue
         base = _baseline(results, r)
-        ratio = f"{r['steps_per_s'] / base['steps_per_s']:.2f}x" if base else "-"
+        ratio = f"{r['tokens_per_s'] / base['tokens_per_s']:.2f}x" if base else "-"
         lines.append(
             [
                 r["name"],
@@ -477,6 +521,7 @@ def format_table(results: list[dict]) -> str:
                 f"{r['step_ms_median']:.1f}",
                 f"{r['next_ms_median']:.2f}",
                 f"{r['data_wait_share']:.1%}",
+                f"{r['padding_share']:.1%}",
                 f"{r['cpu_ms_per_step']:.1f}",
                 ratio,
             ]
@@ -549,16 +594,93 @@ def selected(args: argparse.Namespace) -> list[Config]:
     return configs
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: list[str] | None = None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    """The parsed options, the defaults that depend on --tiny filled in."""
     parser = build_parser()
     args = parser.parse_args(argv)
     args.steps = args.steps if args.steps is not None else 2 if args.tiny else 60
     args.warmup = args.warmup if args.warmup is not None else 1 if args.tiny else 10
     args.batch_size = args.batch_size if args.batch_size is not None else 4 if args.tiny else 32
     # Tiny models on a CPU: rows cut to 32 tokens, so a step takes milliseconds.
-    max_tokens = TINY_MAX_TOKENS if args.tiny else None
+    args.max_tokens = TINY_MAX_TOKENS if args.tiny else None
     if args.steps < 1 or args.warmup < 0 or args.batch_size < 1:
         parser.error("--steps and --batch-size must be positive, --warmup not negative")
+    return parser, args
+
+
+def measure(
+    args: argparse.Namespace,
+    configs: list[Config],
+    deadline: float | None = None,
+    keep_going: bool = False,
+) -> list[dict]:
+    """Runs the configurations in turn on the same rows and seeds; those left when the
+    `time.perf_counter()` deadline has passed are recorded as skipped. With `keep_going`, a
+    configuration that raises is recorded as failed (with the error) and the next one runs."""
+    tokenizer = workload.bert_tokenizer()
+    # Every run takes its batches from the first (warmup + steps) of one shuffled epoch.
+    n_rows = (args.warmup + args.steps + 1) * args.batch_size
+    data: dict[tuple[str, str], Any] = {}
+    results = []
+    for config in configs:
+        if deadline is not None and time.perf_counter() > deadline:
+            record = {"name": config.name, "loop": config.loop, "task": config.task,
+                      "collator": config.library, "layout": config.layout,
+                      "num_workers": config.num_workers, **{field: None for field in FIELDS}}
+            results.append({**record, "status": "skipped", "reason": "out of time"})
+            continue
+        key = (config.task, config.layout)
+        if key not in data:
+            data[key] = training_rows(config.task, config.layout, n_rows, args.max_tokens)
+        print(f"{config.name} ...", file=sys.stderr, flush=True)
+        start = time.perf_counter()
+        try:
+            results.append(run_config(config, args, tokenizer, data[key]))
+        except Exception as err:
+            if not keep_going:
+                raise
+            import traceback
+
+            traceback.print_exc()
+            record = {"name": config.name, "loop": config.loop, "task": config.task,
+                      "collator": config.library, "layout": config.layout,
+                      "num_workers": config.num_workers, **{field: None for field in FIELDS}}
+            results.append({**record, "status": "failed",
+                            "reason": f"{type(err).__name__}: {err}"[:2000]})
+        results[-1]["wall_s"] = round(time.perf_counter() - start, 2)
+    return results
+
+
+def title(args: argparse.Namespace, device: dict[str, Any], env: dict[str, Any]) -> str:
+    return (
+        f"{device['name']}, batch {args.batch_size}, {args.steps} steps"
+        f"{' (tiny models)' if args.tiny else ''}\n{report.machine_description(env)}"
+    )
+
+
+def make_record(args: argparse.Namespace, results: list[dict]) -> dict[str, Any]:
+    """The JSON record: the device, the environment, the settings and every result."""
+    return {
+        "benchmark": "bench_gpu",
+        "command": report.command_line(),
+        "device": device_description(args.device),
+        "environment": {**report.environment(), "accelerate": metadata.version("accelerate")},
+        "settings": {
+            "tiny": args.tiny,
+            "steps": args.steps,
+            "warmup": args.warmup,
+            "batch_size": args.batch_size,
+            "max_tokens": args.max_tokens,
+            "bf16": args.device == "cuda",
+            "packed_tokens_per_row": args.max_tokens or PACKED_TOKENS_PER_ROW,
+        },
+        "fields": list(FIELDS),
+        "results": results,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser, args = parse(argv)
     configs = selected(args)
     if args.list:
         print("\n".join(c.name for c in configs))
@@ -569,51 +691,17 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--device cuda: torch.cuda.is_available() is False (--device cpu to check)")
     if not args.tiny:
         timing.require_release_build()
-
-    tokenizer = workload.bert_tokenizer()
-    # Every run takes its batches from the first (warmup + steps) of one shuffled epoch.
-    n_rows = (args.warmup + args.steps + 1) * args.batch_size
-    data: dict[tuple[str, str], Any] = {}
-    results = []
-    for config in configs:
-        key = (config.task, config.layout)
-        if key not in data:
-            data[key] = training_rows(config.task, config.layout, n_rows, max_tokens)
-        print(f"{config.name} ...", file=sys.stderr, flush=True)
-        start = time.perf_counter()
-        results.append(run_config(config, args, tokenizer, data[key]))
-        results[-1]["wall_s"] = round(time.perf_counter() - start, 2)
-
-    device = device_description(args.device)
-    env = report.environment()
-    title = (
-        f"{device['name']}, batch {args.batch_size}, {args.steps} steps"
-        f"{' (tiny models)' if args.tiny else ''}\n{report.machine_description(env)}"
-    )
-    print(title)
+    results = measure(args, configs)
+    record = make_record(args, results)
+    heading = title(args, record["device"], record["environment"])
+    print(heading)
     print(format_table(results))
     if args.json:
-        record = {
-            "benchmark": "bench_gpu",
-            "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
-            "device": device,
-            "environment": {**env, "accelerate": metadata.version("accelerate")},
-            "settings": {
-                "tiny": args.tiny,
-                "steps": args.steps,
-                "warmup": args.warmup,
-                "batch_size": args.batch_size,
-                "max_tokens": max_tokens,
-                "bf16": args.device == "cuda",
-            },
-            "fields": list(FIELDS),
-            "results": results,
-        }
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(record, f, indent=2)
             f.write("\n")
     if args.plot:
-        plot(results, args.plot, title)
+        plot(results, args.plot, heading)
     return 0
 
 

@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{'saved':>8} {'ratio':>6}")
     for batch_size in [int(n) for n in args.batch_sizes.split(",")]:
         pool = [workload.classification_rows(rng, batch_size)
-                for _ in range(timing.POOL_BATCHES)]
+                for _ in range(timing.CACHED_BATCHES)]
         for fmt in args.formats.split(","):
             batches = [workload.as_format(rows, fmt) for rows in pool]
             nbytes = check_same(methods, batches[0])

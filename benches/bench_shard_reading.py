@@ -1,16 +1,16 @@
 """`PackedStream(read_shards=True)` (each reader reads only its own shards of a `datasets`
 stream and packs them by itself) beside `read_shards=False` (every reader reads every row and
-keeps 1/n of the batches), at `--readers` simulated readers: the ranks of one process group,
-each run in turn in this process (`num_replicas=n, rank=r`, no process group, no collective).
+keeps 1/n of the batches), at `--readers` simulated readers: the DataLoader workers of one
+rank (shards are read apart only on one rank), each run in turn in this process under a
+stand-in `torch.utils.data.get_worker_info`.
 
 The stream: `--rows` rows with lognormal lengths (median about 230 tokens, capped at 512), in
 `--shards` shards (`Dataset.to_iterable_dataset(num_shards=...)`). Rows read are counted as the
 source hands them out (a `map` over the stream). Packing efficiency is real tokens / (batches x
 max_tokens) over every batch every reader yields; per-reader batch counts are given as they
-come out of each reader (with a process group the ranks are then evened out to the largest by
-repeating first batches). Seconds are each reader's wall time, mean over readers: a loaded or
-shared machine makes them noisy, and the ratio of rows read is the figure that does not depend
-on it.
+come out of each reader (the rank's DataLoader takes its workers' batches as they come).
+Seconds are each reader's wall time, mean over readers: a loaded or shared machine makes them
+noisy, and the ratio of rows read is the figure that does not depend on it.
 
     python benches/bench_shard_reading.py [--rows 10000] [--shards 64] [--max-tokens 4096]
         [--buffer 1024] [--readers 2 4 8] [--json benches/results/shard_reading.json]
@@ -25,6 +25,8 @@ import os
 import platform
 import sys
 import time
+import types
+from unittest import mock
 
 import datasets
 import numpy as np
@@ -49,16 +51,18 @@ def lengths(rows: int, seed: int = 0) -> list[int]:
 def measure(source, readers: int, read_shards: bool, max_tokens: int, buffer: int) -> dict:
     reads, counts, seconds = [], [], []
     tokens = 0
-    for rank in range(readers):
+    for reader in range(readers):
         stream = fastcollate.PackedStream(source, max_tokens, buffer=buffer, seed=1,
-                                          num_replicas=readers, rank=rank,
                                           read_shards=read_shards)
+        worker = types.SimpleNamespace(id=reader, num_workers=readers, seed=reader,
+                                       dataset=stream)
         _READ[0] = 0
         start = time.perf_counter()
         batches = 0
-        for batch in stream:
-            batches += 1
-            tokens += sum(len(row["input_ids"]) for row in batch)
+        with mock.patch.object(torch.utils.data, "get_worker_info", return_value=worker):
+            for batch in stream:
+                batches += 1
+                tokens += sum(len(row["input_ids"]) for row in batch)
         seconds.append(time.perf_counter() - start)
         reads.append(_READ[0])
         counts.append(batches)

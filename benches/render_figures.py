@@ -22,11 +22,13 @@ this script) to refresh the figures.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import shlex
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -50,7 +52,17 @@ RESULTS = {
     # without CUDA the buffers are ordinary memory (a GPU session runs it with --memory pinned)
     "pinned_output_cpu.json": "python benches/bench_pinned_output.py "
     "--json benches/results/pinned_output_cpu.json",
+    "speech.json": "python -m fastcollate bench --cases speech --json benches/results/speech.json",
 }
+
+# Written by `python3 benches/gpu_run.py` on a GPU machine (one file per device, named by it);
+# none is required: without one, the GPU section says the figures are pending and how to
+# produce them.
+GPU_RESULTS = "gpu_*.json"
+GPU_COMMAND = "python3 benches/gpu_run.py"
+# Results files a page may show before the first run has written them: the region then says
+# the figures are pending and names the command (each is in RESULTS too).
+OPTIONAL = ("speech.json",)
 
 REGION = re.compile(r"(<!-- figures: ([\w-]+) -->)(.*?)(<!-- /figures -->)", re.DOTALL)
 # Row formats in the order the tables show them, with the words the pages use.
@@ -65,6 +77,47 @@ FORMAT_NAMES = {
 def load(name: str) -> dict[str, Any]:
     with open(RESULTS_DIR / name, encoding="utf-8") as f:
         return json.load(f)
+
+
+def pending(name: str) -> str:
+    """What a region of an optional results file not yet written says."""
+    return (
+        f"\n_Pending: `benches/results/{name}` has not been written yet; `{RESULTS[name]}` "
+        "writes it (or `bash benches/regenerate.sh`, every results file), then "
+        "`python benches/render_figures.py`._\n"
+    )
+
+
+# --- the two bases of the collator figures (fastcollate.bench.timing) ---
+#
+# A results file written since the fresh basis exists records `settings.basis`; its figures
+# (`ms_per_batch`, `speedup_vs_transformers`) are on fresh batches, and `cached` holds the same
+# on reused ones. In an older file every figure is on reused batches: the tables say so.
+
+
+def is_fresh(record: dict[str, Any]) -> bool:
+    return "basis" in record["settings"]
+
+
+def basis_sentence(record: dict[str, Any]) -> str:
+    """How the figures of a collator results file were measured, in a sentence or two."""
+    if not is_fresh(record):
+        return (
+            "Measured on a few batches reused while they stay in cache (the cached case, "
+            "better than a DataLoader's calls get); the figures on freshly built batches "
+            "replace these when the file is rewritten (`bash benches/regenerate.sh`)."
+        )
+    pools = sorted({r["pool_batches"] for r in record["results"]})
+    rows = record["settings"]["basis"]["fresh"]["pool_rows"]
+    span = f"{pools[0]}" if len(pools) == 1 else f"{pools[-1]} to {pools[0]}"
+    cached = record["settings"]["basis"]["cached"]["batches"]
+    return (
+        "Measured the way a DataLoader feeds a collator: each call gets a batch built just "
+        "before it (a new list of new row dicts, as the DataLoader's fetcher builds it), in "
+        f"turn from a pool of distinct batches ({rows:,} rows: {span} batches), both "
+        "libraries on the same batches in one process; only the call is timed, its fixed "
+        f"cost included. Cached: the same {cached} batches reused while they stay in cache."
+    )
 
 
 def ratio(value: float) -> str:
@@ -108,9 +161,12 @@ def speedups(record: dict[str, Any]) -> dict[tuple[str, str, int], float]:
 
 
 def headline() -> str:
-    """The lowest and highest speed-up of DataCollatorWithPadding at batch 32."""
-    values = [v for (case, _, size), v in speedups(load("with_padding.json")).items() if size == 32]
-    return f"{ratio(min(values))[:-1]}–{ratio(max(values))}"
+    """The lowest and highest speed-up of DataCollatorWithPadding at batch 32, on fresh
+    batches (labelled when the file has only the cached case)."""
+    record = load("with_padding.json")
+    values = [v for (case, _, size), v in speedups(record).items() if size == 32]
+    figures = span(values)
+    return figures if is_fresh(record) else f"{figures} (cached: the same batches reused)"
 
 
 def quick_seconds() -> str:
@@ -124,10 +180,14 @@ def with_padding_table() -> str:
     by_key = {(r["format"], r["batch_size"]): r for r in record["results"]}
     sizes = sorted({size for _, size in by_key})
     largest = sizes[-1]
+    fresh = is_fresh(record)
+    cached_header = (
+        f" cached (same batches reused), batch {largest} |" if fresh else ""
+    )
     lines = [
         "| rows | " + " | ".join(f"batch {s}" for s in sizes) + f" | fastcollate at batch "
-        f"{largest} | vs best hand-written loop at batch {largest} |",
-        "|---" * (len(sizes) + 3) + "|",
+        f"{largest} | vs best hand-written loop at batch {largest} |" + cached_header,
+        "|---" * (len(sizes) + 3 + fresh) + "|",
     ]
     for fmt, words in FORMAT_NAMES.items():
         if (fmt, largest) not in by_key:
@@ -136,12 +196,15 @@ def with_padding_table() -> str:
         cells[-1] = f"**{cells[-1]}**"
         last = by_key[fmt, largest]
         ours = milliseconds(last["ms_per_batch"]["fastcollate"])
+        cached = f" {ratio(last['cached']['speedup_vs_transformers'])} |" if fresh else ""
         lines.append(
             f"| {words} | "
             + " | ".join(cells)
             + f" | {ours} | {ratio(last['speedup_vs_best_baseline'])} |"
+            + cached
         )
-    return "\n" + "\n".join(lines) + "\n\n" + describe(record, "with_padding.json") + "\n"
+    caption = basis_sentence(record) + " " + describe(record, "with_padding.json")
+    return "\n" + "\n".join(lines) + "\n\n" + caption + "\n"
 
 
 def collators_table() -> str:
@@ -178,7 +241,8 @@ def collators_table() -> str:
             if (case, fmt, sizes[0]) in by_key:
                 cells = [ratio(by_key[case, fmt, s]) for s in sizes]
                 lines.append(f"| `{case}`, `{option}` | {fmt} | " + " | ".join(cells) + " |")
-    return "\n" + "\n".join(lines) + "\n\n" + describe(record, "collators.json") + "\n"
+    caption = basis_sentence(record) + " " + describe(record, "collators.json")
+    return "\n" + "\n".join(lines) + "\n\n" + caption + "\n"
 
 
 def large_batches_table() -> str:
@@ -205,7 +269,8 @@ def large_batches_table() -> str:
                 + f" | {ratio(r['speedup_vs_transformers'])}"
                 + f" | {ratio(r['speedup_vs_best_baseline'])} |"
             )
-    return "\n" + "\n".join(lines) + "\n"
+    basis = "fresh batches" if is_fresh(record) else "the same batches reused (cached)"
+    return "\n" + "\n".join(lines) + f"\n\nOn {basis}, as in the table above.\n"
 
 
 def sampling_table() -> str:
@@ -324,7 +389,164 @@ def pack_dataset_table() -> str:
     return "\n" + "\n".join(lines) + "\n\n" + describe_trl(record) + "\n"
 
 
+def span(values: list[float]) -> str:
+    """`low–high×` (or one figure when they round alike)."""
+    low, high = ratio(min(values)), ratio(max(values))
+    return low if low == high else f"{low[:-1]}–{high}"
+
+
+def speech_table() -> str:
+    """Feature-extractor padding of raw audio (`bench --cases speech`): ms per batch of each
+    method, with and without the attention mask, and what the figures amount to."""
+    name = "speech.json"
+    if not (RESULTS_DIR / name).exists():
+        return pending(name)
+    record = load(name)
+    results = record["results"]
+    lines = [
+        "| batch | attention mask | samples a row | `fe.pad` | numpy loop | fastcollate | copy "
+        "into preallocated buffers | `fe.pad` over fastcollate | numpy loop over fastcollate "
+        "| fastcollate over the copy |",
+        "|---" * 10 + "|",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r['batch_size']} | {'yes' if r['attention_mask'] else 'no'} | "
+            f"{r['samples']:,} | {milliseconds(r['transformers_ms'])} | "
+            f"{milliseconds(r['numpy_loop_ms'])} | {milliseconds(r['fastcollate_ms'])} | "
+            f"{milliseconds(r['copy_ms'])} | {ratio(r['speedup'])} | "
+            f"{ratio(r['vs_numpy_loop'])} | {ratio(r['over_copy'])} |"
+        )
+    without = [r for r in results if not r["attention_mask"]]
+    with_mask = [r for r in results if r["attention_mask"]]
+    loop = [r["vs_numpy_loop"] for r in results]
+    if min(loop) >= 1.25:
+        versus_loop = f"{span(loop)} faster than the numpy loop"
+    elif max(loop) <= 0.8:
+        versus_loop = f"slower than the numpy loop (its time over ours: {span(loop)})"
+    elif min(loop) >= 0.8 and max(loop) <= 1.25:
+        versus_loop = f"about as fast as the numpy loop (its time over ours: {span(loop)})"
+    else:
+        versus_loop = (
+            f"now faster, now slower than the numpy loop (its time over ours: {span(loop)})"
+        )
+    faster_with = min(r["speedup"] for r in with_mask) > max(r["speedup"] for r in without)
+    summary = (
+        f"In words: `fastcollate.pad` of raw audio is {versus_loop}, takes "
+        f"{span([r['over_copy'] for r in results])} the time of copying its output into "
+        f"buffers allocated beforehand, and is {span([r['speedup'] for r in without])} faster "
+        f"than `fe.pad` without attention masks, {span([r['speedup'] for r in with_mask])} "
+        "with them" + (", where `fe.pad` slows down." if faster_with else ".")
+    )
+    caption = (
+        f"Median of {record['arguments']['repeat']} calls on the same clips. "
+        + describe(record, name, ("numpy", "transformers"))
+    )
+    return "\n" + "\n".join(lines) + "\n\n" + summary + "\n\n" + caption + "\n"
+
+
+def gpu_records() -> list[tuple[str, dict[str, Any]]]:
+    """(file name, record) of every GPU results file, each checked to be from a GPU run of
+    full-size models (a CPU check's record is refused, not published)."""
+    records = []
+    for path in sorted(RESULTS_DIR.glob(GPU_RESULTS)):
+        record = json.loads(path.read_text("utf-8"))
+        device = record.get("device", {})
+        if device.get("type") != "cuda" or record.get("settings", {}).get("tiny"):
+            raise ValueError(f"{path.name}: not a GPU run of full-size models; remove it")
+        records.append((path.name, record))
+    return records
+
+
+GPU_LABELS = {
+    "trainer/bert/transformers-padded/w0": (
+        "BERT-base", "`transformers.Trainer` + transformers' `DataCollatorWithPadding`"),
+    "fastcollate-trainer/bert/fastcollate-padded/w0": (
+        "BERT-base", "`fastcollate.Trainer` (Arrow batches, pinned output in place)"),
+    "trainer/lm/transformers-padded/w0": (
+        "~0.5B causal LM", "`transformers.Trainer`, padded"),
+    "fastcollate-trainer/lm/fastcollate-padded/w0": (
+        "~0.5B causal LM", "`fastcollate.Trainer`, padded"),
+    "fastcollate-trainer/lm/fastcollate-packed/w0": (
+        "~0.5B causal LM", "`fastcollate.Trainer`, packed"),
+}
+
+
+def gpu_table() -> str:
+    """Each GPU results file: steps/s, tokens/s, data-wait and padding shares per loop, and
+    the ratio to transformers.Trainer on the same task; or, with none, how to produce one."""
+    records = gpu_records()
+    if not records:
+        return (
+            "\n_Pending: no GPU results file yet (`benches/results/gpu_<device>.json`). On a "
+            "machine with network, `bash benches/gpu_wheels.sh` fills `.gpu_wheels/` (git-ignored: "
+            "send it with the tree); on the GPU machine, one command, at most 8 minutes: "
+            f"`{GPU_COMMAND}`; then `python benches/render_figures.py`._\n"
+        )
+    parts = []
+    for name, record in records:
+        settings, env = record["settings"], record["environment"]
+        ok = [r for r in record["results"] if r["status"] == "ok"]
+        reference = {r["task"]: r for r in ok if r["loop"] == "trainer"}
+        lines = [
+            "| model | loop | steps/s | real tokens/s | data wait | padding | tokens/s vs "
+            "`transformers.Trainer` |",
+            "|---" * 7 + "|",
+        ]
+        for r in ok:
+            model, loop = GPU_LABELS.get(r["name"], (r["task"], r["name"]))
+            base = reference.get(r["task"])
+            versus = ratio(r["tokens_per_s"] / base["tokens_per_s"]) if base else "–"
+            lines.append(
+                f"| {model} | {loop} | {r['steps_per_s']:.2f} | {r['tokens_per_s']:,.0f} | "
+                f"{r['data_wait_share']:.1%} | {r['padding_share']:.1%} | {versus} |"
+            )
+        skipped = [r["name"] for r in record["results"] if r["status"] != "ok"]
+        device = record["device"]
+        caption = (
+            f"{device['name']} ({device.get('memory_gib')} GiB, CUDA {device.get('cuda')}), "
+            f"batch {settings['batch_size']}, {settings['steps']} measured steps after "
+            f"{settings['warmup']}, bf16, `dataloader_num_workers=0`; packed: a budget of "
+            f"{settings['packed_tokens_per_row']} tokens per row of the padded batch. "
+            f"Measured {env['date'][:10]}, CPython {env['python']}, torch {env['torch']}, "
+            f"transformers {env['transformers']}, accelerate {env['accelerate']}, fastcollate "
+            f"{env['fastcollate']} ({env['build_profile']} build): `{GPU_COMMAND}` "
+            f"(`benches/results/{name}`)."
+            + (f" Not run (out of time): {', '.join(skipped)}." if skipped else "")
+        )
+        tests = record.get("tests")
+        if tests:
+            caption += f" The pinned-output tests on CUDA, first: {tests['summary']}."
+        image = f"![{device['name']}: real tokens/s per loop](img/{gpu_plot_path(name).name})"
+        parts.append("\n".join(lines) + "\n\n" + caption + "\n\n" + image)
+    return "\n" + "\n\n".join(parts) + "\n"
+
+
+def gpu_line() -> str:
+    """One sentence for the README from the first GPU results file: BERT-base steps/s and
+    data-wait share, transformers.Trainer against fastcollate.Trainer."""
+    records = gpu_records()
+    if records:
+        name, record = records[0]
+        by_name = {r["name"]: r for r in record["results"] if r["status"] == "ok"}
+        theirs = by_name.get("trainer/bert/transformers-padded/w0")
+        ours = by_name.get("fastcollate-trainer/bert/fastcollate-padded/w0")
+        if theirs and ours:
+            return (
+                f"on an {record['device']['name']}, BERT-base at batch "
+                f"{record['settings']['batch_size']} trains at {ours['steps_per_s']:.2f} steps/s "
+                f"in `fastcollate.Trainer` against {theirs['steps_per_s']:.2f} in "
+                f"`transformers.Trainer` with its collator (waiting for data "
+                f"{ours['data_wait_share']:.1%} of a step against "
+                f"{theirs['data_wait_share']:.1%}; `benches/results/{name}`)"
+            )
+    return f"pending a run of `{GPU_COMMAND}` on a GPU machine"
+
+
 RENDERERS: dict[str, Callable[[], str]] = {
+    "gpu-line": gpu_line,
+    "gpu": gpu_table,
+    "speech": speech_table,
     "trl-collators": trl_collators_table,
     "trl-preparation": trl_preparation_table,
     "pack-dataset": pack_dataset_table,
@@ -374,13 +596,100 @@ def draw_plot(path: Path = PLOT) -> None:
         for r in record["results"]
     ]
     env = record["environment"]
+    basis = "fresh batches" if is_fresh(record) else "the same batches reused (cached)"
     title = (
-        "fastcollate's speed-up over transformers (ms per batch ratio, higher is better)\n"
+        f"fastcollate's speed-up over transformers on {basis} (ms per batch ratio, higher is "
+        "better)\n"
         + report.machine_description(env).replace("\n", ", ")
         + f"\nmeasured {env['date'][:10]}, load average {env.get('load_average')}: "
         + env["command"]
     )
-    report.plot_speedups(results, str(path), title)
+    report.plot_speedups(results, str(path), title, {"Source": source_digest(["collators.json"])})
+
+
+def source_digest(names: list[str]) -> str:
+    """What a plot is drawn from: the results files' names and a hash of their bytes,
+    written into the PNG so that --check can tell a plot drawn from other figures."""
+    digest = hashlib.sha256()
+    for name in names:
+        digest.update(name.encode() + b"\0" + (RESULTS_DIR / name).read_bytes())
+    return f"{', '.join(names)} sha256:{digest.hexdigest()[:16]}"
+
+
+def png_text(path: Path) -> dict[str, str]:
+    """The tEXt chunks of a PNG file (empty when there is no file)."""
+    if not path.exists():
+        return {}
+    data = path.read_bytes()
+    found, at = {}, 8  # after the signature: length, type, data, CRC per chunk
+    while at + 8 <= len(data):
+        length = int.from_bytes(data[at : at + 4], "big")
+        kind = data[at + 4 : at + 8]
+        if kind == b"tEXt":
+            key, _, value = data[at + 8 : at + 8 + length].partition(b"\0")
+            found[key.decode("latin-1")] = value.decode("latin-1")
+        if kind == b"IEND":
+            break
+        at += 12 + length
+    return found
+
+
+def gpu_plot_path(name: str) -> Path:
+    return PLOT.parent / (Path(name).stem + ".png")
+
+
+def draw_gpu_plot(name: str, record: dict[str, Any]) -> None:
+    """Real tokens/s per loop, a panel per model, the data-wait share on each bar."""
+    from fastcollate.bench import report
+
+    plt = report.pyplot()
+    ok = [r for r in record["results"] if r["status"] == "ok"]
+    tasks = list(dict.fromkeys(r["task"] for r in ok))
+    fig, axes = plt.subplots(
+        len(tasks), 1, figsize=(8, 1.6 + 1.1 * len(ok)), squeeze=False, layout="constrained"
+    )
+    for ax, task in zip(axes.flat, tasks, strict=True):
+        rows = [r for r in ok if r["task"] == task]
+        labels = [GPU_LABELS.get(r["name"], (task, r["name"]))[1].replace("`", "") for r in rows]
+        colors = ["C0" if r["loop"] == "trainer" else "C1" for r in rows]
+        bars = ax.barh(range(len(rows)), [r["tokens_per_s"] for r in rows], color=colors)
+        ax.bar_label(
+            bars,
+            labels=[f"data wait {r['data_wait_share']:.0%}, padding {r['padding_share']:.0%}"
+                    for r in rows],
+            fontsize=7,
+        )
+        ax.set_yticks(range(len(rows)), labels, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlabel("real tokens/s")
+        ax.set_title(GPU_LABELS.get(rows[0]["name"], (task, ""))[0], fontsize=9)
+    settings = record["settings"]
+    fig.suptitle(
+        f"{record['device']['name']}: batch {settings['batch_size']}, {settings['steps']} "
+        f"steps, bf16 ({record['environment']['date'][:10]})",
+        fontsize=9,
+    )
+    fig.savefig(gpu_plot_path(name), dpi=120, metadata={"Source": source_digest([name])})
+    plt.close(fig)
+
+
+def plots() -> dict[Path, tuple[list[str], Callable[[], None]]]:
+    """Every plot: the results files it is drawn from and what draws it."""
+    found: dict[Path, tuple[list[str], Callable[[], None]]] = {
+        PLOT: (["collators.json"], draw_plot)
+    }
+    for name, record in gpu_records():
+        found[gpu_plot_path(name)] = ([name], lambda n=name, r=record: draw_gpu_plot(n, r))
+    return found
+
+
+def outdated_plots() -> list[Path]:
+    """The plots not drawn from the results files as they are now."""
+    return [
+        path
+        for path, (names, _) in plots().items()
+        if png_text(path).get("Source") != source_digest(names)
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -410,12 +719,16 @@ def main(argv: list[str] | None = None) -> int:
             # Run as printed, with this interpreter for `python`.
             command = shlex.split(RESULTS[name])
             print(f"+ {RESULTS[name]}", flush=True)
+            started = time.perf_counter()
             subprocess.run([sys.executable, *command[1:]], cwd=ROOT, check=True)
+            print(f"  {name}: {time.perf_counter() - started:.0f} s", flush=True)
     if args.check:
-        outdated = outdated_pages()
+        outdated = outdated_pages() + outdated_plots()
         for page in outdated:
             print(
-                f"{page.relative_to(ROOT)}: figures differ from benches/results/", file=sys.stderr
+                f"{page.relative_to(ROOT)}: figures differ from benches/results/ (run "
+                "python benches/render_figures.py)",
+                file=sys.stderr,
             )
         return 1 if outdated else 0
     for page in PAGES:
@@ -425,8 +738,9 @@ def main(argv: list[str] | None = None) -> int:
             page.write_text(rendered, "utf-8")
             print(f"rewrote {page.relative_to(ROOT)}")
     if not args.no_plot:
-        draw_plot()
-        print(f"drew {PLOT.relative_to(ROOT)}")
+        for path, (_, draw) in plots().items():
+            draw()
+            print(f"drew {path.relative_to(ROOT)}")
     return 0
 
 

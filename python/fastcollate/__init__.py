@@ -10,6 +10,7 @@ build (wheels, `pip install`) and "debug" for a development build, whose timings
 first use.
 """
 
+from ._internal.versions import UntestedVersionWarning
 from ._native import __version__, build_profile
 from .arrow import ArrowBatch, ArrowBatches, collate_arrow
 from .collators import (
@@ -65,6 +66,7 @@ __all__ = [
     "patch_trl",
     "unpatch_trl",
     "TRLPatch",
+    "UntestedVersionWarning",
     "ArrowBatches",
     "ArrowBatch",
     "collate_arrow",

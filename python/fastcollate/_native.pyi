@@ -11,6 +11,7 @@ __all__ = [
     "PadGroup",
     "__version__",
     "build_profile",
+    "check_output_size",
     "collate",
     "collate_arrow",
     "collate_planned",
@@ -118,6 +119,10 @@ def collate_planned(
     rows: Sequence[Mapping[str, Any]], plan: CollatePlan
 ) -> Any: ...
 
+# The one sizing rule (rust/core/sizes.rs), asked before Python makes an array whose size it
+# computed from options: MemoryError past this machine's memory, ValueError past the address
+# space.
+def check_output_size(key: str, shape: Sequence[int], itemsize: int, dtype: str) -> None: ...
 def group_by_length(
     lengths: np.ndarray,  # int64, one per row
     permutation: np.ndarray,  # int64, a permutation of range(len(lengths))

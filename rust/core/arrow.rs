@@ -154,10 +154,6 @@ impl Values<'_> {
         }
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     fn is_float(&self) -> bool {
         matches!(self, Values::F16(_) | Values::F32(_) | Values::F64(_))
     }
@@ -316,10 +312,6 @@ impl<'a> Chunk<'a> {
         })
     }
 
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-
     fn span(&self, row: usize) -> (usize, usize) {
         match self.offsets {
             // In range and non-negative: checked in `new`.
@@ -375,10 +367,6 @@ impl<'a> ArrowColumn<'a> {
 
     pub fn rows(&self) -> usize {
         self.starts.last().copied().unwrap_or(0)
-    }
-
-    pub fn shape(&self) -> Shape {
-        self.shape
     }
 
     /// (chunk, row within the chunk) of table row `row`, which must be below `rows()`.

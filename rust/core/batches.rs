@@ -27,14 +27,11 @@ impl Batches {
         self.offsets.len() - 1
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     pub fn get(&self, batch: usize) -> &[i64] {
         &self.indices[self.offsets[batch] as usize..self.offsets[batch + 1] as usize]
     }
 
+    #[cfg(test)]
     pub fn iter(&self) -> impl Iterator<Item = &[i64]> {
         (0..self.len()).map(|b| self.get(b))
     }

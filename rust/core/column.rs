@@ -81,10 +81,6 @@ impl Column {
         self.offsets.len() - 1
     }
 
-    pub fn len_of(&self, row: usize) -> usize {
-        self.offsets[row + 1] - self.offsets[row]
-    }
-
     pub fn lengths(&self) -> Vec<usize> {
         self.offsets.windows(2).map(|w| w[1] - w[0]).collect()
     }

@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use crate::core::sizes::human_bytes;
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum CollateError {
     /// The batch holds no rows.
@@ -58,11 +60,23 @@ pub enum CollateError {
         row: usize,
         value: String,
     },
-    /// An output whose size cannot exist: `rows` × `length` values overflow the address space.
-    OutputTooLarge {
+    /// An output whose size cannot exist: its bytes overflow the address space.
+    OutputTooLarge { key: String, shape: Vec<usize> },
+    /// An output of more bytes than this machine can allocate (`core::sizes`), refused before
+    /// anything is reserved (raised as MemoryError, as numpy does).
+    NotEnoughMemory {
         key: String,
-        rows: usize,
-        length: usize,
+        shape: Vec<usize>,
+        dtype: String,
+        bytes: usize,
+        limit: usize,
+    },
+    /// A call's outputs (`keys`), each within the machine's memory alone, that do not fit
+    /// together (`core::sizes::check_batch`; raised as MemoryError).
+    BatchTooLarge {
+        keys: Vec<String>,
+        bytes: usize,
+        limit: usize,
     },
     /// An allocation of `bytes` for `key` failed (raised as MemoryError, as Python does).
     OutOfMemory { key: String, bytes: usize },
@@ -84,7 +98,9 @@ impl CollateError {
         use CollateError::*;
         match self {
             NotANumber { .. } | NotAMapping { .. } | NotIntegers { .. } => ErrorClass::Type,
-            OutOfMemory { .. } => ErrorClass::Memory,
+            OutOfMemory { .. } | NotEnoughMemory { .. } | BatchTooLarge { .. } => {
+                ErrorClass::Memory
+            }
             _ => ErrorClass::Value,
         }
     }
@@ -173,11 +189,38 @@ impl fmt::Display for CollateError {
                 "'{key}' in row {row} holds {value}, which cannot become an integer; the output \
                  of '{key}' is int64"
             ),
-            OutputTooLarge { key, rows, length } => write!(
+            OutputTooLarge { key, shape } => write!(
                 f,
-                "'{key}' would be padded to {length} positions in each of {rows} rows, more \
-                 than memory can address; check max_length and pad_to_multiple_of"
+                "'{key}' would be an array of shape {}, more than memory can address; check \
+                 max_length and pad_to_multiple_of",
+                shape_text(shape)
             ),
+            NotEnoughMemory {
+                key,
+                shape,
+                dtype,
+                bytes,
+                limit,
+            } => write!(
+                f,
+                "not enough memory for '{key}': unable to allocate {} for an array with shape \
+                 {} and data type {dtype}, more than the {} this machine has; check max_length \
+                 and pad_to_multiple_of",
+                human_bytes(*bytes),
+                shape_text(shape),
+                human_bytes(*limit)
+            ),
+            BatchTooLarge { keys, bytes, limit } => {
+                let keys: Vec<String> = keys.iter().map(|key| format!("'{key}'")).collect();
+                write!(
+                    f,
+                    "not enough memory for {} together: unable to allocate {}, more than the {} \
+                     this machine has; check max_length and pad_to_multiple_of",
+                    keys.join(", "),
+                    human_bytes(*bytes),
+                    human_bytes(*limit)
+                )
+            }
             OutOfMemory { key, bytes } => write!(
                 f,
                 "not enough memory for '{key}': {bytes} bytes were needed; check max_length \
@@ -185,6 +228,15 @@ impl fmt::Display for CollateError {
             ),
             InvalidOption(message) => write!(f, "{message}"),
         }
+    }
+}
+
+/// A shape as numpy prints one: `(3, 128)`, `(4,)`.
+fn shape_text(shape: &[usize]) -> String {
+    let parts: Vec<String> = shape.iter().map(usize::to_string).collect();
+    match parts.as_slice() {
+        [one] => format!("({one},)"),
+        _ => format!("({})", parts.join(", ")),
     }
 }
 

@@ -10,7 +10,8 @@
 
 use crate::core::error::{CollateError, Result};
 use crate::core::fresh_pages::prefer_small_pages;
-use crate::core::pad::{output_size, round_up, Strategy};
+use crate::core::pad::{round_up, Strategy};
+use crate::core::sizes;
 
 /// One row's values, borrowed from its buffer: `frames × width` of them, frame after frame.
 #[derive(Debug, Clone, Copy)]
@@ -126,14 +127,12 @@ pub fn frame_layout(
             max_length: frames,
         });
     }
-    let row_values = frames
-        .checked_mul(width)
-        .ok_or(CollateError::OutputTooLarge {
-            key: key.into(),
-            rows: kept.len(),
-            length: frames,
-        })?;
-    output_size::<f64>(key, kept.len(), row_values)?;
+    // The values' buffer (float32, `rows × frames × width`; raw audio has no feature axis)
+    // checked before anything is reserved; the mask beside it is checked where it is made.
+    match width {
+        1 => sizes::output_elements::<f32>(key, &[kept.len(), frames])?,
+        _ => sizes::output_elements::<f32>(key, &[kept.len(), frames, width])?,
+    };
     Ok(FrameLayout {
         frames,
         kept,
@@ -158,8 +157,8 @@ pub fn pad_frames<T: Copy, R: RowSource<T>>(
             layout.kept.len()
         )));
     }
+    let total = sizes::output_elements::<T>(key, &[rows.len(), layout.frames, width])?;
     let row_values = layout.frames.saturating_mul(width);
-    let total = output_size::<T>(key, rows.len(), row_values)?;
     for (row, (source, &kept)) in rows.iter().zip(&layout.kept).enumerate() {
         let needed = kept.saturating_mul(width);
         if needed > source.value_count() {

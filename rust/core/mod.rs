@@ -16,5 +16,6 @@ pub mod pad;
 pub mod preference;
 pub mod rebalance;
 pub mod rng;
+pub mod sizes;
 pub mod stream_grouping;
 pub mod stream_packing;

@@ -16,6 +16,7 @@ use std::fmt;
 use std::mem::MaybeUninit;
 
 use super::fresh_pages;
+use super::sizes;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PackDatasetError {
@@ -71,6 +72,19 @@ impl fmt::Display for PackDatasetError {
 impl std::error::Error for PackDatasetError {}
 
 pub type Result<T> = std::result::Result<T, PackDatasetError>;
+
+/// `count` values of `item` bytes checked by the one sizing rule (`core::sizes`) before they
+/// are reserved: past this machine's memory (or the address space) is `OutOfMemory`.
+fn within_memory(count: usize, item: usize) -> Result<()> {
+    sizes::elements(&[count], item)
+        .map(|_| ())
+        .map_err(|err| PackDatasetError::OutOfMemory {
+            bytes: match err {
+                sizes::SizeError::OverMemory { bytes, .. } => bytes,
+                sizes::SizeError::Unaddressable => usize::MAX,
+            },
+        })
+}
 
 /// What sequences longer than `seq_length` become.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -342,6 +356,7 @@ pub fn wrapped(lengths: &[i64], bounds: &[i64], seq_length: i64) -> Result<Vec<i
     }
     let mut offsets = Vec::new();
     let bytes = rows.saturating_mul(std::mem::size_of::<i64>());
+    within_memory(rows, std::mem::size_of::<i64>())?;
     if offsets.try_reserve_exact(rows).is_err() {
         return Err(PackDatasetError::OutOfMemory { bytes });
     }
@@ -456,6 +471,9 @@ pub fn gather_chunks(
             .ok_or(PackDatasetError::OutOfMemory { bytes: usize::MAX })?;
     }
     // Allocated once and not zeroed: the pieces cover it exactly, each byte written once.
+    // Checked by the one sizing rule first: pieces that repeat values can ask for more than
+    // the machine has.
+    within_memory(total, 1)?;
     let mut out: Vec<u8> = Vec::new();
     if out.try_reserve_exact(total).is_err() {
         return Err(PackDatasetError::OutOfMemory { bytes: total });

@@ -7,6 +7,7 @@ use std::mem::MaybeUninit;
 use std::ops::Range;
 
 use crate::core::error::{CollateError, Result};
+use crate::core::sizes;
 
 /// Sequences laid end to end: row `i` is `values[offsets[i]..offsets[i + 1]]`.
 #[derive(Debug, Clone, Copy)]
@@ -196,8 +197,7 @@ pub fn pad_joined_with(
     }
     let too_large = || CollateError::OutputTooLarge {
         key: "input_ids".to_string(),
-        rows: batch.saturating_mul(completions.len()),
-        length: longest,
+        shape: vec![batch.saturating_mul(completions.len()), longest],
     };
     let width = match options.multiple {
         Some(multiple) => longest
@@ -207,10 +207,14 @@ pub fn pad_joined_with(
         None => longest,
     };
     let rows = batch.checked_mul(completions.len()).ok_or_else(too_large)?;
-    let cells = rows
-        .checked_mul(width)
-        .filter(|&cells| cells <= isize::MAX as usize / 8)
-        .ok_or_else(too_large)?;
+    // Each of the (two or three) matrices checked by the one sizing rule before any is reserved.
+    let cells = sizes::output_elements::<i64>("input_ids", &[rows, width])?;
+    let bytes = cells.saturating_mul(8);
+    let mut matrices = vec![("input_ids", bytes), ("attention_mask", bytes)];
+    if options.completion_mask {
+        matrices.push(("completion_mask", bytes));
+    }
+    sizes::check_batch(&matrices)?;
     let mut input_ids = reserved(cells)?;
     let mut attention_mask = reserved(cells)?;
     let mut completion_mask = reserved(if options.completion_mask { cells } else { 0 })?;

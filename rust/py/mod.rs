@@ -18,9 +18,9 @@ use pyo3::prelude::*;
 #[pymodule(gil_used = false)]
 mod _native {
     #[pymodule_export]
-    use super::bindings::arrow::{collate_arrow, ArrowColumnHandle};
+    use super::bindings::arrow::{collate_arrow, PyArrowColumn};
     #[pymodule_export]
-    use super::bindings::collate::{collate, collate_planned, CollatePlan};
+    use super::bindings::collate::{collate, collate_planned, PyCollatePlan};
     #[pymodule_export]
     use super::bindings::flatten::flatten_batch;
     #[pymodule_export]
@@ -41,11 +41,13 @@ mod _native {
     #[pymodule_export]
     use super::bindings::sampling::{pack_epoch, rebalance_epoch};
     #[pymodule_export]
+    use super::bindings::sizes::check_output_size;
+    #[pymodule_export]
     use super::bindings::streams::{group_stream_buffer, pack_stream_buffer};
     #[pymodule_export]
     use super::bindings::trl_pad::pad_sequences;
     #[pymodule_export]
-    use super::convert::pad_plan::PadGroupSpec;
+    use super::convert::pad_plan::PyPadGroup;
 
     #[pymodule_init]
     fn init(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {

@@ -35,16 +35,44 @@ def test_run_checks_and_times_every_format():
         repeat=1,
         min_seconds=0.0,
         cases=["DataCollatorWithPadding"],
-        pool_batches=1,
+        pool_rows=15,
     )
     assert [(r.format, r.batch_size) for r in results] == [(f, 3) for f in workload.FORMATS]
     for r in results:
         assert set(r.seconds) == {"transformers", "pad_sequence", "numpy loop", "fastcollate"}
         assert r.vs_transformers > 0 and r.vs_best_baseline > 0
+        # Both bases: fresh batches from a pool of 15 rows' worth, and the cached case.
+        assert r.pool_batches == 5
+        assert set(r.cached_seconds) == set(r.seconds) and r.cached_vs_transformers > 0
+        record = r.as_dict()
+        assert record["cached"]["speedup_vs_transformers"] == r.cached_vs_transformers
     table = report.format_table(results)
     assert "WithPadding" in table and "vs transformers" in table
     assert max(len(line) for line in table.splitlines()) <= 100
     assert all(r.checked == "equal" and set(r.spread) == set(r.seconds) for r in results)
+
+
+def test_the_pool_holds_distinct_batches_and_at_least_the_cached_ones():
+    assert timing.pool_size(32) == timing.POOL_ROWS // 32 == 400
+    assert timing.pool_size(512) == 25
+    assert timing.pool_size(4096) == timing.CACHED_BATCHES
+
+
+def test_fresh_timing_hands_each_call_a_new_batch_in_turn_from_the_pool():
+    pool = [[{"input_ids": [i, i]}] for i in range(3)]
+    seen = []
+
+    def collate(batch):
+        seen.append(batch)
+        return batch
+
+    timing.time_methods_fresh({"m": collate}, pool, repeat=2, min_seconds=0.0, warmup_batches=2)
+    # warm-up on the first 2 batches, then each run continues round the pool.
+    assert [batch[0]["input_ids"][0] for batch in seen] == [0, 1, 2, 0, 1, 2]
+    for batch in seen:
+        source = pool[batch[0]["input_ids"][0]]
+        assert batch == source and batch is not source and batch[0] is not source[0]
+        assert batch[0]["input_ids"] is source[0]["input_ids"]  # values as the dataset gives
 
 
 def _result(case, spread, checked="equal"):
@@ -109,7 +137,7 @@ def test_a_wrong_output_aborts(monkeypatch):
             repeat=1,
             min_seconds=0.0,
             cases=["DataCollatorWithPadding"],
-            pool_batches=1,
+            pool_rows=2,
         )
 
 

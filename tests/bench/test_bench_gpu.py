@@ -35,7 +35,10 @@ def test_every_configuration_the_issue_asks_for():
             for workers in (0, 2):
                 assert f"{loop}/{task}/fastcollate-{layout}/w{workers}" in names
         assert f"{loop}/bert/fastcollate-padded-pinned/w0" in names
-    assert len(names) == 32
+    # fastcollate.Trainer as a user runs it: bert, and the LM padded and packed.
+    for task, layout in (("bert", "padded"), ("lm", "padded"), ("lm", "packed")):
+        assert f"fastcollate-trainer/{task}/fastcollate-{layout}/w0" in names
+    assert len(names) == 35
 
 
 @pytest.mark.slow
@@ -59,7 +62,8 @@ def test_runs_on_cpu_with_tiny_models(tmp_path):
     assert plot_path.stat().st_size > 0
     assert record["device"]["type"] == "cpu"
     assert record["settings"] == {
-        "tiny": True, "steps": 1, "warmup": 0, "batch_size": 4, "max_tokens": 32, "bf16": False
+        "tiny": True, "steps": 1, "warmup": 0, "batch_size": 4, "max_tokens": 32, "bf16": False,
+        "packed_tokens_per_row": 32,
     }  # fmt: skip
     for key in ("torch", "transformers", "accelerate", "fastcollate", "build_profile"):
         assert key in record["environment"]
@@ -78,3 +82,6 @@ def test_runs_on_cpu_with_tiny_models(tmp_path):
             assert isinstance(result[field], float) and result[field] >= 0, (field, result)
         assert result["steps_per_s"] > 0 and result["tokens_per_s"] > 0
         assert 0 <= result["data_wait_share"] <= 1
+        assert 0 <= result["padding_share"] < 1
+        if result["layout"] == "packed":
+            assert result["padding_share"] == 0  # one flattened row: no pad position

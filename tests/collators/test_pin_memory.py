@@ -108,7 +108,9 @@ def test_trainer_without_cuda_keeps_transformers_dataloader(bert_tokenizer, mode
         str(tmp_path), per_device_train_batch_size=2, report_to=[]
     )
     pin = args.dataloader_pin_memory
-    model = transformers.AutoModelForSequenceClassification.from_pretrained(model_path)
+    # From the config alone (random weights): the GPU session sends the tokenizer, not weights.
+    config = transformers.AutoConfig.from_pretrained(model_path)
+    model = transformers.AutoModelForSequenceClassification.from_config(config)
     trainer = fastcollate.Trainer(model, args, train_dataset=train, processing_class=bert_tokenizer)
     theirs = transformers.Trainer(model, args, train_dataset=train, processing_class=bert_tokenizer)
     loader = trainer.get_train_dataloader()
@@ -148,7 +150,9 @@ def test_trainer_on_a_gpu_pins_in_the_collator(bert_tokenizer, model_path, tmp_p
     args = transformers.TrainingArguments(
         str(tmp_path), per_device_train_batch_size=2, report_to=[]
     )
-    model = transformers.AutoModelForSequenceClassification.from_pretrained(model_path)
+    # From the config alone (random weights): the GPU session sends the tokenizer, not weights.
+    config = transformers.AutoConfig.from_pretrained(model_path)
+    model = transformers.AutoModelForSequenceClassification.from_config(config)
     trainer = fastcollate.Trainer(model, args, train_dataset=train, processing_class=bert_tokenizer)
     loader = trainer.get_train_dataloader()
     assert loader.pin_memory is False

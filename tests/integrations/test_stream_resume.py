@@ -7,6 +7,8 @@ the same (seed, epoch)."""
 
 from __future__ import annotations
 
+import re
+
 import datasets
 import pytest
 import torch
@@ -14,7 +16,7 @@ import transformers
 
 import fastcollate
 from tests.support.resume_runs import Recording, StopAfterSave
-from tests.support.tiny_models import counting_rows, tiny_config, tiny_model
+from tests.support.tiny_models import counting_rows, tiny_config, tiny_llama_config, tiny_model
 
 ROWS = 40
 BUDGET = 64
@@ -115,10 +117,55 @@ def test_stream_state_dict_resumes_a_reader(kind, workers):
                           "reader": [0, 1]})
     assert list(done) == [] and done.state_dict()["complete"]
     assert list(done) == whole
-    with pytest.raises(ValueError, match="load_state_dict needs a mapping with 'epoch'"):
-        again.load_state_dict({"epoch": 1})
-    with pytest.raises(ValueError, match="batches must be at least 0"):
-        again.load_state_dict({"epoch": 1, "batches": -1})
+
+
+@pytest.mark.parametrize("kind", ["packed", "grouped"])
+def test_a_place_at_an_epochs_end_does_not_replay_it(kind):
+    """Saved after epoch 1's last batch, loaded into a fresh stream: the loop's set_epoch(1)
+    pass yields nothing, and the next batch is epoch 2's first."""
+    def make():
+        source = stream_of(counting_rows(60))
+        if kind == "packed":
+            return fastcollate.PackedStream(source, BUDGET, buffer=8, seed=2)
+        return fastcollate.LengthGroupedStream(source, BATCH, buffer=8, seed=2)
+
+    stream = make()
+    stream.set_epoch(1)
+    assert list(stream)
+    state = stream.state_dict()
+    assert state["complete"] and state["epoch"] == 1
+    stream.set_epoch(2)
+    following = list(stream)
+    for moves in ([1, 2], [2]):  # the loop goes on in the saved epoch, or at the next one
+        resumed = make()
+        resumed.load_state_dict(state)
+        batches = []
+        for epoch in moves:
+            resumed.set_epoch(epoch)
+            batches.extend(resumed)
+        assert batches == following, moves
+
+
+@pytest.mark.parametrize(("state", "field"), [
+    ({"epoch": 1, "batches": 2, "complete": "no", "reader": [0, 1]}, "'complete'"),
+    ({"epoch": 1, "batches": 2, "complete": False, "reader": 5}, "'reader'"),
+    ({"epoch": 1, "batches": 2, "complete": False, "reader": [3, 2]}, "'reader'"),
+    ({"epoch": 1, "batches": 2, "complete": False, "reader": [0, True]}, "'reader'"),
+    ({"epoch": "1", "batches": 2, "complete": False, "reader": None}, "'epoch'"),
+    ({"epoch": 1, "batches": -1, "complete": False, "reader": None}, "'batches'"),
+    ({"epoch": 1, "batches": 2.0, "complete": False, "reader": None}, "'batches'"),
+    ({"epoch": 1, "batches": 2, "complete": False}, "has no 'reader'"),
+    ({"epoch": 1}, "has no 'batches', 'complete', 'reader'"),
+    ({"epoch": 1, "batches": 2, "complete": False, "reader": None, "extra": 1}, "'extra'"),
+    ([1, 2], "not list"),
+])
+def test_malformed_places_are_refused(state, field):
+    for stream in (fastcollate.PackedStream(stream_of(counting_rows(8)), BUDGET),
+                   fastcollate.LengthGroupedStream(stream_of(counting_rows(8)), BATCH)):
+        with pytest.raises(ValueError, match=re.escape(field)):
+            stream.load_state_dict(state)
+        assert stream.state_dict() == {"epoch": 0, "batches": 0, "complete": False,
+                                       "reader": None}
 
 
 def test_seeded_masks_differ_between_epochs_on_a_stream(tmp_path, bert_tokenizer):
@@ -154,3 +201,49 @@ def test_seeded_masks_differ_between_epochs_on_a_stream(tmp_path, bert_tokenizer
         assert not torch.equal(steps[batch], steps[4 + batch]), f"batch {batch}"
     again = labels_per_step(tmp_path / "b")
     assert all(torch.equal(a, b) for a, b in zip(steps, again, strict=True))
+
+
+@pytest.mark.slow
+def test_resume_with_evaluation_and_seeded_masks(tmp_path, bert_tokenizer):
+    """Evaluation during the epoch (eval_strategy="steps") masks with state of its own: a run
+    resumed from a checkpoint inside an epoch trains the batches (masks included) and ends with
+    the weights of the uninterrupted run."""
+    sequences = [[101, *range(2000 + i, 2012 + i), 102] for i in range(16)]
+    evaluation = datasets.Dataset.from_dict({"input_ids": sequences[:6]})
+
+    class Masks(fastcollate.Trainer):
+        def compute_loss(self, model, inputs, return_outputs=False, **kwargs):
+            if model.training:
+                self.seen.append((inputs["input_ids"].tolist(), inputs["labels"].tolist()))
+            masked = inputs["labels"] != -100
+            outputs = model(input_ids=inputs["input_ids"])
+            loss = (outputs.logits.float().mean(-1) * masked).sum() / masked.sum().clamp(min=1)
+            return (loss, outputs) if return_outputs else loss
+
+    def run(out, stop_at=None, resume=None):
+        config = tiny_llama_config(bert_tokenizer)
+        torch.manual_seed(0)
+        model = transformers.LlamaForCausalLM(config)
+        args = fastcollate.TrainingArguments(
+            output_dir=str(out), per_device_train_batch_size=4, per_device_eval_batch_size=2,
+            max_steps=10, seed=3, learning_rate=1e-2, report_to="none", use_cpu=True,
+            save_strategy="no", eval_strategy="steps", eval_steps=2, disable_tqdm=True,
+            dataloader_num_workers=0)
+        collator = fastcollate.DataCollatorForLanguageModeling(bert_tokenizer, seed=5)
+        trainer = Masks(model=model, args=args, data_collator=collator,
+                        train_dataset=stream_of(sequences), eval_dataset=evaluation,
+                        callbacks=[StopAfterSave(stop_at)] if stop_at else None)
+        trainer.seen = []
+        trainer.train(resume_from_checkpoint=resume)
+        return trainer
+
+    full = run(tmp_path / "full")
+    assert len(full.seen) == 10  # four batches an epoch: into epoch 2
+    stop = 6  # inside epoch 1, after evaluations at steps 2, 4 and 6
+    stopped = run(tmp_path / "stop", stop_at=stop)
+    assert stopped.seen == full.seen[:stop]
+    resumed = run(tmp_path / "stop", resume=str(tmp_path / "stop" / f"checkpoint-{stop}"))
+    assert resumed.seen == full.seen[stop:]
+    for (name, ours), theirs in zip(resumed.model.state_dict().items(),
+                                    full.model.state_dict().values(), strict=True):
+        assert torch.equal(ours, theirs), name

@@ -193,7 +193,7 @@ def bindings():
 def test_patch_replaces_and_restores():
     before = bindings()
     with fastcollate.patch_transformers() as patch:
-        fastcollate.patch_transformers()  # twice: the undo must still restore transformers'
+        inner = fastcollate.patch_transformers()  # twice: each handle undoes its own hold
         for (module, name), original in before.items():
             value = getattr(PATCHED_MODULES[module], name)
             if module == "transformers.trainer" and name == "DataCollatorWithPadding":
@@ -207,6 +207,8 @@ def test_patch_replaces_and_restores():
         assert transformers.trainer.LengthGroupedSampler is fastcollate.LengthGroupedSampler
         assert hf_pt_utils.get_length_grouped_indices is fastcollate.get_length_grouped_indices
         assert "transformers.DataCollatorWithPadding" in repr(patch)
+    assert transformers.DataCollatorWithPadding is fastcollate.DataCollatorWithPadding  # inner's
+    inner.undo()
     assert bindings() == before
     patch = fastcollate.patch_transformers()
     assert transformers.default_data_collator is fastcollate.default_data_collator

@@ -271,10 +271,195 @@ def test_every_missing_and_every_stale_path_is_listed_at_once(tiny_tree):
 def test_binding_definitions_are_recognised():
     source = (
         '#[pyfunction]\n#[pyo3(signature = (a, *, b=None))]\npub fn collate<\'py>(a: i64) {}\n'
-        '#[pyclass(frozen, name = "ArrowColumn", module = "m")]\npub struct ArrowColumnHandle {}\n'
+        '#[pyclass(frozen, name = "ArrowColumn", module = "m")]\npub struct PyArrowColumn {}\n'
         '#[pyclass(frozen)]\npub struct CollatePlan {}\nm.add("__version__", "1")?;\n'
     )
     for name in ("collate", "ArrowColumn", "CollatePlan", "__version__"):
         assert defines(source, name), name
-    for name in ("collate_planned", "ArrowColumnHandle", "build_profile"):
+    for name in ("collate_planned", "PyArrowColumn", "build_profile"):
         assert not defines(source, name), name
+
+
+# --- Rust identifiers the page names, and the raw-read table ---
+
+RAW_READS_HEADING = "## Every raw read, and what guards it"
+RUST_PATH = re.compile(r"^(?:[A-Za-z_]\w*::)+[A-Za-z_]\w*$")
+# Paths into other crates are not this page's to check.
+EXTERNAL_CRATES = {"std", "core_foundation", "pyo3", "numpy", "ndarray", "libc", "mimalloc"}
+_RUST_COMMENT = re.compile(r"//.*")
+_UNSAFE_BLOCK = re.compile(r"\bunsafe\s*\{")
+
+
+def rust_paths(text: str) -> set[str]:
+    """Every `module::name` (or `Type::method`) path the page writes in backticks."""
+    return {
+        token
+        for token in BACKTICKED.findall(text)
+        if RUST_PATH.match(token) and token.split("::")[0] not in EXTERNAL_CRATES
+    }
+
+
+def binding_module_files(root: Path, module: str) -> list[Path]:
+    """The binding layer's files of module `module` (`ints` -> rust/py/convert/ints.rs)."""
+    py = root / "rust" / "py"
+    return sorted([*py.glob(f"*/{module}.rs"), *py.glob(f"{module}.rs")])
+
+
+def defines_rust(source: str, name: str) -> bool:
+    """Whether Rust `source` defines `name`: a fn, type, trait, const, static or module."""
+    kinds = r"fn|struct|enum|trait|type|const|static|mod|union"
+    return re.search(rf"\b(?:{kinds})\s+{re.escape(name)}\b", source) is not None
+
+
+def rust_path_problem(path: str, root: Path = ROOT) -> str | None:
+    """Why `path` names nothing in the tree, or None. `core::m::x` is rust/core/m.rs's `x`;
+    `m::x` the binding layer's module `m` or the core's; `Type::method` a file that
+    defines both; each name after the module must be defined in the same file."""
+    segments = path.split("::")
+    if segments[0] == "crate":
+        segments = segments[1:]
+    if segments[:1] == ["py"]:
+        segments = segments[1:]
+    if len(segments) > 1 and (root / "rust" / "py" / segments[0]).is_dir():
+        segments = segments[1:]  # a folder of the binding layer: `convert::ints`
+    if segments[0] == "core" and len(segments) > 1:
+        candidates = [root / "rust" / "core" / f"{segments[1]}.rs"]
+        names = segments[2:]
+    elif segments[0][:1].islower():
+        candidates = [
+            *binding_module_files(root, segments[0]),
+            root / "rust" / "core" / f"{segments[0]}.rs",
+        ]
+        names = segments[1:]
+    else:
+        candidates = sorted((root / "rust").rglob("*.rs"))
+        names = segments
+    existing = [file for file in candidates if file.is_file()]
+    if not existing:
+        return f"`{path}`: no module file {candidates[0].relative_to(root).as_posix()}"
+    for file in existing:
+        source = _RUST_COMMENT.sub("", file.read_text("utf-8"))
+        if all(defines_rust(source, name) for name in names):
+            return None
+    wanted = " and ".join(names)
+    if len(existing) > 2:
+        return f"`{path}`: no file under rust/ defines {wanted}"
+    where = ", ".join(file.relative_to(root).as_posix() for file in existing)
+    return f"`{path}`: {where} does not define {wanted}"
+
+
+def rust_path_problems(text: str, root: Path = ROOT) -> list[str]:
+    return sorted(filter(None, (rust_path_problem(path, root) for path in rust_paths(text))))
+
+
+def test_every_rust_path_the_page_names_exists():
+    problems = rust_path_problems(DESIGN.read_text("utf-8"))
+    assert not problems, (
+        "docs/design.md names Rust items that do not exist (renamed, moved or removed?); "
+        "update the page:\n" + "\n".join(problems)
+    )
+
+
+def files_with_unsafe_blocks(root: Path = ROOT) -> set[str]:
+    """The binding layer's files holding an `unsafe { ... }` block (comments left out)."""
+    return {
+        file.relative_to(root).as_posix()
+        for file in (root / "rust" / "py").rglob("*.rs")
+        if _UNSAFE_BLOCK.search(_RUST_COMMENT.sub("", file.read_text("utf-8")))
+    }
+
+
+def raw_read_sites(text: str, root: Path = ROOT) -> dict[str, set[str]]:
+    """Each row of the raw-read table (its first cell) -> the binding-layer files its sites
+    name: the `module::name` paths of the cell, outside parentheses (which only say where a
+    site is used)."""
+    start = text.find(RAW_READS_HEADING)
+    assert start != -1, f"docs/design.md has no '{RAW_READS_HEADING}' section"
+    end = text.find("\n## ", start + 1)
+    section = text[start : end if end != -1 else len(text)]
+    rows = [line for line in section.splitlines() if line.startswith("|")][2:]
+    sites: dict[str, set[str]] = {}
+    for row in rows:
+        cell = row.strip("|").split("|")[0].strip()
+        files = set()
+        for path in BACKTICKED.findall(re.sub(r"\([^)]*\)", "", cell)):
+            if RUST_PATH.match(path):
+                found = binding_module_files(root, path.split("::")[0])
+                files |= {file.relative_to(root).as_posix() for file in found}
+        sites[cell] = files
+    return sites
+
+
+def raw_read_problems(text: str, root: Path = ROOT) -> list[str]:
+    sites = raw_read_sites(text, root)
+    unsafe_files = files_with_unsafe_blocks(root)
+    named = set().union(*sites.values()) if sites else set()
+    problems = [
+        f"{file} holds an `unsafe` block but no row of the raw-read table names a site in it: "
+        "add a row (site, pointer, guard)"
+        for file in sorted(unsafe_files - named)
+    ]
+    for cell, files in sites.items():
+        if not files:
+            problems.append(f"the row '{cell}' names no binding-layer `module::name` site")
+        for file in sorted(files - unsafe_files):
+            problems.append(
+                f"the row '{cell}' names {file}, which holds no `unsafe` block any more: "
+                "update or remove the row"
+            )
+    return problems
+
+
+def test_the_raw_read_table_covers_every_unsafe_block():
+    problems = raw_read_problems(DESIGN.read_text("utf-8"))
+    assert not problems, f"docs/design.md, '{RAW_READS_HEADING}':\n" + "\n".join(problems)
+
+
+@pytest.fixture
+def rust_tree(tmp_path):
+    files = {
+        "rust/core/pad.rs": "pub struct Plan {}\nimpl Plan { pub fn fill(&self) {} }\n"
+        "pub fn target_length() {}\n",
+        "rust/py/convert/ints.rs": "unsafe fn items() {}\nfn read() { unsafe { items() } }\n"
+        "pub struct SmallInts;\n",
+        "rust/py/convert/rows.rs": "// unsafe { in a comment }\npub fn keys() {}\n",
+        "rust/py/output/numpy_arrays.rs": "pub fn owned_array() { let _ = unsafe { 1 }; }\n",
+    }
+    for path, source in files.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(source)
+    return tmp_path
+
+
+def test_rust_paths_are_resolved_and_missing_ones_listed(rust_tree):
+    text = (
+        "`core::pad::target_length`, `core::pad::Plan`, `Plan::fill`, `ints::SmallInts`, "
+        "`crate::py::convert::rows`, `convert::rows::keys`, `std::mem::swap` (another crate), "
+        "`ints::gone`, `core::grouping::group`, `Plan::missing`, `nothing::here`, `a.b`"
+    )
+    problems = rust_path_problems(text, rust_tree)
+    assert [p.split("`")[1] for p in problems] == [
+        "Plan::missing",
+        "core::grouping::group",
+        "ints::gone",
+        "nothing::here",
+    ]
+
+
+def test_the_raw_read_table_check_finds_missing_and_stale_rows(rust_tree):
+    table = (
+        f"{RAW_READS_HEADING}\n\n| site | pointer | guard |\n|---|---|---|\n"
+        "| `ints::read` (used by `numpy_arrays::owned_array`) | items | attached |\n"
+        "| `rows::keys` | none | none |\n"
+        "| a site without a path | ? | ? |\n\n## Next\n"
+    )
+    problems = raw_read_problems(table, rust_tree)
+    # numpy_arrays.rs is named only inside parentheses, so it has no row.
+    assert len(problems) == 3
+    assert problems[0].startswith("rust/py/output/numpy_arrays.rs holds an `unsafe` block")
+    assert "names rust/py/convert/rows.rs, which holds no `unsafe` block" in problems[1]
+    assert "names no binding-layer" in problems[2]
+    complete = table.replace("`rows::keys`", "`numpy_arrays::owned_array`").replace(
+        "| a site without a path | ? | ? |\n", ""
+    )
+    assert raw_read_problems(complete, rust_tree) == []

@@ -1,7 +1,9 @@
 """The binding layer's architecture (`rust/py`), checked from its `use` paths and inline
 `crate::py::` / `super::` paths: its files form no module cycle, `convert/` (Python rows in)
-and `output/` (buffers out) never reach into `bindings/` (the exported functions), and the
-root holds only `mod.rs` (registration) and `error.rs`."""
+and `output/` (buffers out) never reach into `bindings/` (the exported functions), the
+root holds only `mod.rs` (registration) and `error.rs`, and numpy arrays are made only in
+`output/` (one way out: no rust-numpy array constructor, or numpy's C constructors, anywhere
+else)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,18 @@ ROOT_FILES = {"mod.rs", "error.rs"}
 _COMMENT = re.compile(r"//.*")
 _USE = re.compile(r"\buse\s+([^;]+);", re.S)
 _PATH = re.compile(r"\b(?:crate::py|super)(?:::\w+)+")
+
+
+# A numpy array made from Rust: rust-numpy's constructors (`PyArray1::from_vec`,
+# `PyArray::zeros`, `Array2::into_pyarray`, `slice.to_pyarray`, ...) and numpy's C ones.
+_ARRAY_CONSTRUCTORS = re.compile(
+    r"\bPyArray\w*\s*(?:::\s*<[^>]*>\s*)?::\s*"
+    r"(?:from_\w+|zeros|new|arange|linspace|borrow_from_array)\b"
+    r"|\.\s*(?:into_pyarray|to_pyarray)\b"
+    r"|\b(?:IntoPyArray|ToPyArray)\b"
+    r"|\bPyArray_(?:New\w*|SimpleNew\w*|Empty|Zeros|FromAny|FromArray|Arange\w*)\b"
+)
+OUTPUT_FOLDER = "output"
 
 
 def module_of(root: Path, path: Path) -> tuple[str, ...]:
@@ -143,6 +157,47 @@ def test_root_holds_only_registration_and_errors():
     }
 
 
+def array_constructors_outside_output(root: Path) -> list[str]:
+    """`file:line: text` for each numpy array constructor written outside `output/`."""
+    found = []
+    for file in sorted(root.rglob("*.rs")):
+        if file.relative_to(root).parts[0] == OUTPUT_FOLDER:
+            continue
+        for number, line in enumerate(file.read_text().splitlines(), 1):
+            if _ARRAY_CONSTRUCTORS.search(_COMMENT.sub("", line)):
+                found.append(f"{file.relative_to(root).as_posix()}:{number}: {line.strip()}")
+    return found
+
+
+def test_arrays_are_made_only_in_output():
+    found = array_constructors_outside_output(BINDING_LAYER)
+    assert not found, (
+        "numpy arrays made outside rust/py/output/; hand the buffer to "
+        "output::numpy_arrays (vector, matrix, owned_array, output_to_py) instead:\n"
+        + "\n".join(found)
+    )
+
+
+_PYCLASS = re.compile(r"#\[pyclass(?:\(([^\]]*)\))?\]\s*(?:#\[[^\]]*\]\s*)*pub struct (\w+)")
+_PYTHON_NAME = re.compile(r"\bname\s*=\s*\"(\w+)\"")
+
+
+def misnamed_pyclasses(root: Path) -> list[str]:
+    """Each `#[pyclass]` whose Rust type is not `Py` + its Python name (`name = "..."`): the
+    `Py` prefix keeps a Python-facing type apart from the core type it wraps."""
+    found = []
+    for file in sorted(root.rglob("*.rs")):
+        for options, rust_name in _PYCLASS.findall(_COMMENT.sub("", file.read_text())):
+            python_name = _PYTHON_NAME.search(options or "")
+            if python_name is None or rust_name != "Py" + python_name.group(1):
+                found.append(f"{file.relative_to(root).as_posix()}: {rust_name}")
+    return found
+
+
+def test_python_facing_types_are_named_py_and_their_python_name():
+    assert misnamed_pyclasses(BINDING_LAYER) == []
+
+
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -189,3 +244,45 @@ def test_the_check_finds_convert_using_bindings(tmp_path):
     graph = dependency_graph(root)
     assert forbidden_uses(graph) == ["output/numpy_arrays uses bindings/collate"]
     assert find_cycle(graph) is not None  # numpy_arrays <-> collate
+
+
+def test_the_check_finds_arrays_made_outside_output(tmp_path):
+    lines = [
+        "Ok(PyArray1::from_vec(py, indices))",
+        "PyArray1::<i64>::zeros(py, [3], false)",
+        "PyArray2::from_owned_array(py, array)",
+        "Array2::from_shape_vec((1, 2), values)?.into_pyarray(py)",
+        "values\n        .to_pyarray(py)",
+        "use numpy::{IntoPyArray, PyArray1};",
+        "PY_ARRAY_API.PyArray_NewFromDescr(py, t, d, 1, s, s, p, 0, o)",
+    ]
+    files = {f"bindings/b{i}.rs": f"fn f() {{ {line} }}\n" for i, line in enumerate(lines)}
+    files |= {
+        # Reading arrays, comments, and output/ itself are fine.
+        "bindings/ok.rs": "use numpy::{PyArray1, PyReadonlyArray1};\n"
+        "// PyArray1::from_vec(py, v) in a comment\n"
+        "fn g(a: &Bound<'_, PyArray1<i64>>) { a.cast::<PyArray1<i64>>(); }\n",
+        "output/numpy_arrays.rs": "fn h() { PyArray1::from_vec(py, v) }\n",
+    }
+    found = array_constructors_outside_output(_tree(tmp_path, files))
+    assert [entry.split(":")[0] for entry in found] == [
+        f"bindings/b{i}.rs" for i in range(len(lines))
+    ]
+
+
+def test_the_check_finds_misnamed_pyclasses(tmp_path):
+    root = _tree(
+        tmp_path,
+        {
+            "a.rs": '#[pyclass(frozen, name = "PadGroup", module = "m")]\n'
+            "pub struct PyPadGroup {}\n"
+            '#[pyclass(frozen)]\n#[derive(Clone)]\npub struct CollatePlan {}\n',
+            "b.rs": '#[pyclass(name = "ArrowColumn")]\npub struct ArrowColumnHandle {}\n'
+            "#[pyclass]\npub struct PyThing {}\n",
+        },
+    )
+    assert misnamed_pyclasses(root) == [
+        "a.rs: CollatePlan",
+        "b.rs: ArrowColumnHandle",
+        "b.rs: PyThing",
+    ]

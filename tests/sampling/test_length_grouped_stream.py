@@ -159,10 +159,9 @@ def test_streams_loaded_from_local_files(tmp_path, file_format):
     loader = torch.utils.data.DataLoader(stream, batch_size=None, num_workers=2,
                                          collate_fn=lambda batch: batch)
     loaded = list(loader)
-    assert len(loaded) == len(batches) + len(batches) % 2
-    counts = Counter(rows_in(loaded))
-    assert set(counts) == set(range(1000))
-    assert sum(counts.values()) - 1000 <= 8  # at most the first batch again
+    # The workers of one rank need not yield as many: the loader yields the epoch's batches.
+    assert loaded == batches
+    assert Counter(rows_in(loaded)) == Counter(range(1000))
 
 
 def test_endless_stream_is_lazy():

@@ -1,9 +1,10 @@
 """`read_shards=`: each reader (rank x DataLoader worker) of a `PackedStream` /
 `LengthGroupedStream` over a whole `datasets.IterableDataset` with at least one shard per reader
-reads only its own shards and packs or groups them by itself. Checked: every row once per
-epoch across 1, 2 and 4 ranks with 0, 1 and 2 DataLoader workers; each reader reads 1/n of the
-rows (rows counted as the source hands them out); the automatic choice; the ranks' batch
-counts evened out by the collective in two forked processes; every option that cannot be
+reads only its own shards and packs or groups them by itself — on one rank, where the workers'
+counts need not match; on several ranks every reader reads every row, so that each row stays in
+one batch. Checked: every row once per epoch across 1, 2 and 4 ranks with 0, 1 and 2 DataLoader
+workers; each reader reads its share of the rows (rows counted as the source hands them out);
+the automatic choice; two forked ranks with a process group; every option that cannot be
 honoured refused with the argument to change."""
 
 from __future__ import annotations
@@ -71,19 +72,22 @@ CASES = [("packed", ranks, workers) for ranks in (1, 2, 4) for workers in (0, 1,
 @pytest.mark.parametrize(("kind", "ranks", "workers"), CASES)
 def test_every_row_once_and_each_reader_reads_its_share(kind, ranks, workers):
     data = source()
-    readers = ranks * max(workers, 1)
     seen = Counter()
+    counts = set()
     for rank in range(ranks):
         READS.zero_()
-        # Simulated ranks (no process group): said explicitly, as None reads everything then.
-        stream = make(kind, data, num_replicas=ranks, rank=rank,
-                      read_shards=True if ranks > 1 else None)
+        # Simulated ranks (no process group); read_shards left at None.
+        stream = make(kind, data, num_replicas=ranks, rank=rank)
         stream.set_epoch(1)
-        for batch in loaded(stream, workers):
-            seen.update(batch)
-        # 8 shards of 12 rows; reader r reads shards r, r + n, ...
-        assert READS[:max(workers, 1)].tolist() == [ROWS // readers] * max(workers, 1), rank
-        assert int(READS.sum()) == ROWS // ranks
+        batches = loaded(stream, workers)
+        counts.add(len(batches))
+        seen.update(row for batch in batches for row in batch)
+        if ranks == 1 and workers > 1:
+            # 8 shards of 12 rows; worker w reads shards w, w + 2, ...
+            assert READS[:workers].tolist() == [ROWS // workers] * workers
+        else:
+            assert READS[:max(workers, 1)].tolist() == [ROWS] * max(workers, 1), rank
+    assert len(counts) == 1, "every rank as many batches"
     assert seen == Counter(range(ROWS)), "every row exactly once in the epoch"
 
 
@@ -138,27 +142,24 @@ def test_options_that_cannot_be_honoured_are_refused():
         fastcollate.LengthGroupedStream(split, 2, read_shards=True)
     with pytest.raises(ValueError, match="source_sharded='rank' says it is split already"):
         fastcollate.PackedStream(source(), 8, read_shards=True, source_sharded="rank")
-    with pytest.raises(ValueError, match=r"has 1 shard\(s\) for 2 ranks"):
-        fastcollate.PackedStream(source(shards=1), 64, num_replicas=2, rank=0, read_shards=True)
+    with pytest.raises(ValueError, match="read_shards=True on 2 ranks would have each rank"):
+        fastcollate.PackedStream(source(), 64, num_replicas=2, rank=0, read_shards=True)
     # Workers are known when iterating: two of them for one shard.
     one = fastcollate.PackedStream(source(shards=1), 64, read_shards=True)
     with pytest.raises(ValueError, match=r"1 shard\(s\) for 1 rank\(s\) x 2 DataLoader"):
         loaded(one, 2)
 
 
-def test_workers_cannot_even_out_ranks(tmp_path):
-    """With a process group, ranks reading their own shards are evened out by a collective,
-    which a DataLoader worker cannot run: refused there, on when iterated in the main process."""
+def test_ranks_with_a_process_group_read_everything(tmp_path):
+    """With a process group and several ranks, each reader reads every row (ranks packing their
+    own shards could only be evened out by repeating or dropping rows)."""
     torch.distributed.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}",
                                          rank=0, world_size=1)
     try:
-        stream = make("packed", source(), num_replicas=2, rank=0, read_shards=True)
-        with pytest.raises(ValueError, match="a collective, which a DataLoader worker cannot"):
-            loaded(stream, 1)
         READS.zero_()
         auto = make("packed", source(), num_replicas=2, rank=1)
         rows = [r for b in loaded(auto, 0) for r in b]
-        assert int(READS[0]) == ROWS // 2 and len(rows) >= ROWS // 2
+        assert int(READS[0]) == ROWS and len(set(rows)) == len(rows) < ROWS
     finally:
         torch.distributed.destroy_process_group()
 
@@ -181,7 +182,7 @@ def rank_loop(rank, store, out, kind):
 
 
 @pytest.mark.parametrize("kind", ["packed", "grouped"])
-def test_ranks_evened_out_by_the_collective(tmp_path, kind):
+def test_ranks_in_step_every_row_once(tmp_path, kind):
     context = torch.multiprocessing.get_context("fork")
     processes = [context.Process(target=rank_loop,
                                  args=(rank, str(tmp_path / "store"), str(tmp_path), kind))
@@ -193,14 +194,18 @@ def test_ranks_evened_out_by_the_collective(tmp_path, kind):
         assert process.exitcode == 0
     results = [json.loads((tmp_path / f"{kind}{rank}.txt").read_text()) for rank in range(2)]
     (first, first_count), (second, second_count) = results
-    # Alone (no process group) each rank yields its own count; the collective evens them out.
-    alone = [len(loaded(make(kind, uneven_source(), num_replicas=2, rank=rank,
-                             read_shards=True), 0)) for rank in range(2)]
-    assert alone[0] != alone[1]
-    assert len(first) == len(second) == first_count == second_count == max(alone)
+    assert len(first) == len(second) == first_count == second_count
     kept = [row for row in range(64) if row < 40 or row % 3 == 0]
     seen = Counter(row for batches in (first, second) for batch in batches for row in batch)
-    assert set(seen) == set(kept)
-    # Only the rank that ran out first repeats rows, from its epoch's first batches.
-    repeated = [row for row, count in seen.items() if count > 1]
-    assert all(seen[row] == 2 for row in repeated)
+    assert seen == Counter(kept)
+
+
+def test_an_over_long_row_is_named_by_its_index_in_the_stream():
+    """Read by shard (one rank, two workers), row 77 of the stream is row 5 of the second
+    worker's shards; the error names the stream's row."""
+    table = {"input_ids": [[7] * (200 if i == 77 else 3) for i in range(ROWS)],
+             "row": list(range(ROWS))}
+    data = datasets.Dataset.from_dict(table).to_iterable_dataset(num_shards=SHARDS)
+    stream = fastcollate.PackedStream(data, 64, buffer=16)
+    with pytest.raises(ValueError, match=r"row 77 of the stream has 200 tokens"):
+        loaded(stream, 2)

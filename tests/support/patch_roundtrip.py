@@ -128,10 +128,13 @@ def check(phase: str, expected: dict, resolve) -> None:
 def main() -> None:
     expected = outputs(ORIGINALS.__getitem__)
     with fastcollate.patch_transformers():
-        fastcollate.patch_transformers()  # twice: idempotent
+        fastcollate.patch_transformers()  # a second hold, kept after the with block
         for name in (*COLLATORS, *SAMPLERS):
             assert through_transformers(name) is getattr(fastcollate, name), name
         check("patched", expected, through_transformers)
+    for name in (*COLLATORS, *SAMPLERS):
+        assert through_transformers(name) is getattr(fastcollate, name), name
+    fastcollate.unpatch_transformers()  # ends every hold
     fastcollate.unpatch_transformers()  # again: nothing left to undo
     for name in (*COLLATORS, *SAMPLERS):
         assert through_transformers(name) is ORIGINALS[name], name

@@ -185,8 +185,10 @@ def test_patch_and_undo_by_owner():
             assert getattr(sys.modules[module_name], name) is ours, (module_name, name)
         assert "trl.trainer.sft_trainer.DataCollatorForLanguageModeling" in repr(handle)
         assert "trl.trainer.sft_trainer.SFTTrainer._prepare_dataset" in repr(handle)
-        fastcollate.patch_trl()  # again: harmless, TRL's objects still remembered
+        again = fastcollate.patch_trl()  # a second hold: TRL's objects still remembered
         handle.undo()
+        assert trl.data_utils.pack_dataset is fastcollate.trl.pack_dataset  # again's hold
+        again.undo()
         assert sft_module.DataCollatorForLanguageModeling is sft_collator
         assert trl.data_utils.pack_dataset is data_pack
         assert vars(sft_module.SFTTrainer)["_prepare_dataset"] is prepare

@@ -24,6 +24,9 @@ from .errors import BenchError
 from .workload import FORMATS
 
 QUICK_BATCH_SIZES = (8, 32)
+# --quick draws its fresh batches from a smaller pool (50 batches of 32), so its check of every
+# pool batch stays short.
+QUICK_POOL_ROWS = 1_600
 # `--cases trl`: TRL's collators, dataset preparation and pack_dataset (trl_suite) instead of
 # transformers' collators.
 TRL = "trl"
@@ -101,8 +104,10 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     """The options of `python -m fastcollate bench`, each help text ending in its default."""
     parser.description = (
         "Time fastcollate against transformers' collators and hand-written baselines on the "
-        "same batches (ms per batch), or with --sampling the training samplers (real tokens "
-        "per batch, seconds per epoch). Needs transformers and torch: "
+        "same batches (ms per batch; each call gets a batch built fresh, as a DataLoader's "
+        "fetcher builds one, from a pool of distinct batches; the same few batches reused "
+        "are timed beside it, as the cached case), or with --sampling the training samplers "
+        "(real tokens per batch, seconds per epoch). Needs transformers and torch: "
         f"{install_command('transformers')}."
     )
     sizes = ",".join(map(str, timing.DEFAULT_BATCH_SIZES))
@@ -357,7 +362,7 @@ def run_collators(args: argparse.Namespace) -> int:
             repeat=repeat,
             min_seconds=0.02 if args.quick else 0.1,
             cases=args.cases,
-            pool_batches=2 if args.quick else timing.POOL_BATCHES,
+            pool_rows=QUICK_POOL_ROWS if args.quick else timing.POOL_ROWS,
             progress=Progress(len(selected) * len(batch_sizes) * len(formats)),
         )
     env = report.environment()
@@ -373,7 +378,9 @@ def run_collators(args: argparse.Namespace) -> int:
             "repeat": repeat,
             "cases": args.cases,
         }
-        report.write_json(report.as_json(results, repeat, env, arguments), args.json)
+        pool_rows = QUICK_POOL_ROWS if args.quick else timing.POOL_ROWS
+        record = report.as_json(results, repeat, env, arguments, pool_rows)
+        report.write_json(record, args.json)
         _note(f"figures written to {args.json}")
     if args.plot is not None:
         title = (

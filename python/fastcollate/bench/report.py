@@ -17,7 +17,7 @@ import numpy as np
 import fastcollate
 
 from .cases import short_name
-from .timing import Result
+from .timing import CACHED_BATCHES, POOL_ROWS, Result
 from .workload import FORMATS, SEED
 
 
@@ -108,13 +108,21 @@ def machine_description(env: dict[str, Any] | None = None) -> str:
     )
 
 
+# How each basis was timed, in the report and the JSON record.
+FRESH_BASIS = (
+    "each call gets a batch built just before it, as a DataLoader's fetcher builds one (a new "
+    "list of new row dicts), in turn from a pool of distinct batches; only the call is timed, "
+    "its fixed cost included"
+)
+CACHED_BASIS = "the same batches reused in turn while they stay in cache"
+
 # A method's repeats disagreeing by more than this share of their median makes the report warn
 # that the machine was busy and the figures are not to be trusted.
 SPREAD_WARNING = 0.25
 # Headers of the table: one block per collator (and per fastcollate variant), one line per row
 # format and batch size. "baseline" is the faster hand-written baseline of the collator.
 HEADERS = ["rows", "batch", "transformers", "baseline", "fastcollate", "vs transformers"]
-HEADERS += ["vs baseline"]
+HEADERS += ["vs baseline", "cached"]
 
 
 def _variants(results: list[Result]) -> list[str]:
@@ -139,9 +147,18 @@ def _block(results: list[Result], method: str) -> list[list[str]]:
                 milliseconds(ours),
                 speedup(r.seconds["transformers"] / ours),
                 speedup(None if best is None else best / ours),
+                speedup(_cached_ratio(r, method)),
             ]
         )
     return lines
+
+
+def _cached_ratio(r: Result, method: str) -> float | None:
+    """transformers' time over `method`'s on the cached basis (None when not timed)."""
+    cached = r.cached_seconds
+    if "transformers" not in cached or method not in cached:
+        return None
+    return cached["transformers"] / cached[method]
 
 
 def format_table(results: list[Result]) -> str:
@@ -236,8 +253,14 @@ def load_warnings(
 
 def report(results: list[Result], repeat: int, env: dict[str, Any] | None = None) -> str:
     env = env or environment()
+    pools = sorted({r.pool_batches for r in results if r.pool_batches})
+    pool = "-".join(map(str, pools[:: max(len(pools) - 1, 1)])) if pools else "?"
     parts = [
-        f"ms per batch (median of {repeat} runs; one torch thread, as in DataLoader workers)",
+        _wrap(
+            f"ms per batch (median of {repeat} runs; one torch thread, as in DataLoader "
+            f"workers): {FRESH_BASIS} ({pool} distinct batches). cached: transformers' time "
+            f"over fastcollate's on {CACHED_BATCHES} batches, {CACHED_BASIS}."
+        ),
         machine_description(env),
         format_table(results),
         "",
@@ -248,12 +271,26 @@ def report(results: list[Result], repeat: int, env: dict[str, Any] | None = None
 
 
 def as_json(
-    results: list[Result], repeat: int, env: dict[str, Any], arguments: dict[str, Any]
+    results: list[Result],
+    repeat: int,
+    env: dict[str, Any],
+    arguments: dict[str, Any],
+    pool_rows: int = POOL_ROWS,
 ) -> dict[str, Any]:
-    """Every figure of a run, what it ran on and how it was asked for, for `--json`."""
+    """Every figure of a run, what it ran on, how it was asked for and on what basis it was
+    timed, for `--json`."""
     return {
         "environment": env,
-        "settings": {"repeat": repeat, "torch_threads": 1, "seed": SEED, "arguments": arguments},
+        "settings": {
+            "repeat": repeat,
+            "torch_threads": 1,
+            "seed": SEED,
+            "arguments": arguments,
+            "basis": {
+                "fresh": {"pool_rows": pool_rows, "description": FRESH_BASIS},
+                "cached": {"batches": CACHED_BATCHES, "description": CACHED_BASIS},
+            },
+        },
         "results": [r.as_dict() for r in results],
     }
 
@@ -274,9 +311,11 @@ def pyplot():
     return plt
 
 
-def plot_speedups(results: list[Result], path: str, title: str) -> None:
+def plot_speedups(
+    results: list[Result], path: str, title: str, metadata: dict[str, str] | None = None
+) -> None:
     """One panel per collator: fastcollate's speed-up over transformers by batch size, a bar
-    per row format, on a log scale."""
+    per row format, on a log scale. `metadata`: text chunks for the PNG file."""
     plt = pyplot()
     from matplotlib.ticker import FuncFormatter
 
@@ -314,5 +353,5 @@ def plot_speedups(results: list[Result], path: str, title: str) -> None:
     handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, labels, title="rows", loc="outside lower center", ncols=len(formats))
     fig.suptitle(title, fontsize=9)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, metadata=metadata)
     plt.close(fig)

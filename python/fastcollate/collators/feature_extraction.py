@@ -13,6 +13,7 @@ transformers' own."""
 
 from __future__ import annotations
 
+import copy
 import sys
 from collections.abc import Mapping
 from typing import Any, cast
@@ -218,12 +219,11 @@ def pad_features(
     except _HandBack:
         pass
     if padding_side is not None and padding_side != extractor.padding_side:
-        saved = extractor.padding_side
+        # transformers' `pad` reads the side from the extractor: a shallow copy of it carries
+        # the override, so the caller's extractor is never changed (another thread may be
+        # padding with it).
+        extractor = copy.copy(extractor)
         extractor.padding_side = padding_side
-        try:
-            return extractor.pad(features, **options)
-        finally:
-            extractor.padding_side = saved
     return extractor.pad(features, **options)
 
 

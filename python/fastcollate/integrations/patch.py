@@ -7,7 +7,8 @@ from typing import Any
 
 from .. import collators, sampling
 from .._internal.extras import require
-from .._internal.patching import Patch, apply, original, restore
+from .._internal.patching import Patch, original, restore
+from .._internal.versions import warn_if_untested
 from ..collators import DataCollatorWithPadding
 from ..collators.feature_extraction import feature_extractor_of
 
@@ -72,8 +73,9 @@ def _replacements() -> dict[tuple[str, str], Any]:
 
 
 class TransformersPatch(Patch):
-    """Returned by `patch_transformers()`: `undo()` restores transformers' objects (the same as
-    `unpatch_transformers()`), and using it as a context manager undoes the patch on exit."""
+    """Returned by `patch_transformers()`: `undo()` ends this call's patch (transformers'
+    objects come back once no other `patch_transformers()` handle holds them), and using it as
+    a context manager undoes it on exit."""
 
     owner = "transformers"
 
@@ -84,7 +86,10 @@ def patch_transformers(*, tokenizer_pad: bool = False) -> TransformersPatch:
     `LengthGroupedSampler`, `DistributedLengthGroupedSampler`, `get_length_grouped_indices` and
     `BatchRebalanceSampler` (in `transformers.trainer_pt_utils` and `transformers.trainer`).
     Code that imported a name (`from transformers import X`) before the call keeps the object it
-    imported. Calling it again is harmless.
+    imported. Calls nest: each returns its own handle, and transformers' objects come back
+    when the last handle is undone (or at `unpatch_transformers()`). Patching and undoing are
+    thread-safe. Warns once (`fastcollate.UntestedVersionWarning`) when the installed
+    transformers is not a release fastcollate is tested against (docs/compatibility.md).
 
     `tokenizer_pad=True` also replaces `PreTrainedTokenizerBase.pad`, so `tokenizer.pad(...)`
     in custom collators goes through `fastcollate.pad` for the batches it pads exactly as
@@ -92,17 +97,19 @@ def patch_transformers(*, tokenizer_pad: bool = False) -> TransformersPatch:
     padding option) and through transformers' own method for anything else. It is off by
     default: it replaces a method every tokenizer has, not a name a script imports.
 
-    Undo with `unpatch_transformers()`, the returned handle's `undo()`, or
-    `with fastcollate.patch_transformers(): ...`."""
+    Undo with the returned handle's `undo()`, `with fastcollate.patch_transformers(): ...`,
+    or `unpatch_transformers()` (every handle at once)."""
     require("fastcollate.patch_transformers()", "transformers", "torch", "transformers")
+    warn_if_untested("transformers", "fastcollate.patch_transformers()")
     replacements = _replacements()
     if tokenizer_pad:
         from . import tokenizer_pad as routed
 
         replacements[(routed.MODULE, routed.NAME)] = routed.tokenizer_pad
-    return TransformersPatch(apply("transformers", replacements))
+    return TransformersPatch(replacements)
 
 
 def unpatch_transformers() -> None:
-    """Restores every object `patch_transformers()` replaced. Does nothing when unpatched."""
+    """Restores every object `patch_transformers()` replaced, whatever handles are still
+    held. Does nothing when unpatched."""
     restore("transformers")

@@ -3,6 +3,7 @@ length grouping. Everything else is transformers' own loop."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
 import json
@@ -19,6 +20,7 @@ from .._internal.patching import original
 from .._internal.upstream import TRAINER_COLLATOR_WITH_REMOVED_COLUMNS, TRAINER_OUTPUT_DIR
 from ..arrow.trainer_datasets import ArrowDataLoaderMixin, unwrap
 from ..collators import DataCollatorWithFlattening, DataCollatorWithPadding, default_data_collator
+from ..collators.masking import NativeMasking
 from ..sampling.lengths import sequence_lengths
 from ..sampling.samplers import LengthGroupedSampler
 from .accelerate_loader import prepare_rank_aware_loader
@@ -48,6 +50,21 @@ def default_collator(processing_class: Any) -> Any:
             processing_class
         )
     return default_data_collator
+
+
+def evaluation_collator(collator: Any) -> Any:
+    """The collator an evaluation or prediction DataLoader uses: `collator` itself, or, for
+    fastcollate's `DataCollatorForLanguageModeling`, a copy whose native masking counts its
+    batches apart (at the same epoch). Evaluating then leaves the training masks as they were,
+    so a run resumed from a checkpoint masks its batches as the uninterrupted run does, and
+    each evaluation in an epoch masks alike. `mask_rng="torch"` keeps transformers' behaviour:
+    its generator is shared with training, as in transformers' Trainer."""
+    masking = getattr(collator, "_masking", None)
+    if not isinstance(masking, NativeMasking):
+        return collator
+    evaluating = copy.copy(collator)
+    evaluating._masking = masking.separate()
+    return evaluating
 
 
 def pins_in_collator(args: Any, data_collator: Any, cuda_available: bool) -> bool:
@@ -205,17 +222,23 @@ class ArrowTrainerMixin(ArrowDataLoaderMixin, _TrainerBase):
         # padding), so this DataLoader's own pinning step is turned off. Without an
         # accelerator it is not asked for either: torch would not pin, and would warn so.
         collator = self.data_collator
-        in_collator = pins_in_collator(self.args, collator, torch.cuda.is_available())
-        if not in_collator and not (self.args.dataloader_pin_memory and not has_accelerator()):
-            return super()._get_dataloader(dataset, *args, **kwargs)
+        # Evaluation and prediction mask with random state of their own (evaluation_collator).
+        used = collator if kwargs.get("is_training", False) else evaluation_collator(collator)
+        in_collator = pins_in_collator(self.args, used, torch.cuda.is_available())
         if in_collator:
-            self.data_collator = dataclasses.replace(collator, pin_memory=True)
-        self.args.dataloader_pin_memory = False
+            used = dataclasses.replace(used, pin_memory=True)
+        # The caller's TrainingArguments are left as they are: the DataLoader is built from a
+        # shallow copy carrying the change.
+        training_args = self.args
+        if in_collator or (training_args.dataloader_pin_memory and not has_accelerator()):
+            self.args = copy.copy(training_args)
+            self.args.dataloader_pin_memory = False
+        self.data_collator = used
         try:
             return super()._get_dataloader(dataset, *args, **kwargs)
         finally:
             self.data_collator = collator
-            self.args.dataloader_pin_memory = True
+            self.args = training_args
 
     def get_train_dataloader(self) -> Any:
         # Packed or length-grouped training on a stream: batches made on the fly, each rank its

@@ -1,7 +1,8 @@
 """`BufferedStream`: what `PackedStream` and `LengthGroupedStream` share — reading a stream of
 rows (a `datasets.IterableDataset`, a torch `IterableDataset`, a generator) one bounded buffer
 at a time, the seeded epoch, each row's length, and dealing the batches out to the readers
-(ranks x DataLoader workers) so that each reader yields the same number of batches."""
+(ranks x DataLoader workers) so that every row is in exactly one batch and every rank yields the
+same number of batches."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from .shard_reading import (
     reads_own_shards,
 )
 from .sharding import check_not_resharded, checked_world
-from .source_sharding import checked_sharding, readers_to_deal, sharding_for
+from .source_sharding import checked_sharding, dealt_out, sharding_for
 
 DEFAULT_BUFFER = 4096
 
@@ -54,6 +55,75 @@ def rows_of(source: Any) -> Iterator[Any]:
     yield from source
 
 
+def stream_position(stream: Any, row: Any, share_position: int) -> int | str:
+    """Where `row` (row `share_position` of a reader's shards, refused) lies in the whole
+    `stream` at its epoch: the first row equal to it, read again. Only an error message needs
+    it."""
+    for position, candidate in enumerate(rows_of(stream)):
+        if same_row(candidate, row):
+            return position
+    return f"{share_position} of this reader's shards"
+
+
+def same_row(first: Any, second: Any) -> bool:
+    """Whether two rows hold equal values (arrays and tensors compared element by element)."""
+    if not (isinstance(first, Mapping) and isinstance(second, Mapping)):
+        return _equal(first, second)
+    return first.keys() == second.keys() and all(_equal(first[k], second[k]) for k in first)
+
+
+def _equal(first: Any, second: Any) -> bool:
+    try:
+        return bool(first == second)
+    except (TypeError, ValueError, RuntimeError):  # arrays and tensors: not one truth value
+        return bool(np.array_equal(np.asarray(first), np.asarray(second)))
+
+
+def checked_place(state: Any, stream: str) -> dict[str, Any]:
+    """`state` (what `state_dict` returns) checked field by field: a ValueError naming the
+    field that is missing, unknown or wrong."""
+    where = f"{stream}.load_state_dict"
+    fields = ("epoch", "batches", "complete", "reader")
+    if not isinstance(state, Mapping):
+        raise ValueError(
+            f"{where} needs a mapping with {', '.join(map(repr, fields))} (what state_dict "
+            f"returns), not {type(state).__name__}"
+        )
+    missing = [field for field in fields if field not in state]
+    unknown = sorted(map(repr, set(state) - set(fields)))
+    if missing or unknown:
+        raise ValueError(
+            f"{where} needs a mapping with {', '.join(map(repr, fields))} (what state_dict "
+            f"returns); {state!r} "
+            + (f"has no {', '.join(map(repr, missing))}" if missing else
+               f"has unknown field(s) {', '.join(unknown)}")
+        )
+    place: dict[str, Any] = {}
+    for field in ("epoch", "batches"):
+        value = state[field]
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+            raise ValueError(f"{where}: '{field}' must be an integer >= 0, not {value!r}")
+        place[field] = int(value)
+    complete = state["complete"]
+    if not isinstance(complete, (bool, np.bool_)):
+        raise ValueError(f"{where}: 'complete' must be True or False, not {complete!r}")
+    place["complete"] = bool(complete)
+    reader = state["reader"]
+    if reader is not None:
+        pair = list(reader) if isinstance(reader, (list, tuple)) else None
+        if (pair is None or len(pair) != 2
+                or any(isinstance(v, bool) or not isinstance(v, (int, np.integer))
+                       for v in pair)
+                or not 0 <= pair[0] < pair[1]):
+            raise ValueError(
+                f"{where}: 'reader' must be None or [index, count] with 0 <= index < count "
+                f"(rank x DataLoader workers + worker, ranks x workers), not {reader!r}"
+            )
+        reader = [int(v) for v in pair]
+    place["reader"] = reader
+    return place
+
+
 def _process_group() -> bool:
     distributed = torch.distributed
     return distributed.is_available() and distributed.is_initialized()
@@ -67,32 +137,60 @@ def _ray_rows(value: Any) -> bool:
     return bool(types) and isinstance(value, types)
 
 
-def deal(batches: Iterable[list[Any]], readers: int, reader: int,
-         drop_last: bool) -> Iterator[list[Any]]:
-    """Reader `reader`'s share of `batches` (every reader is given the same batches): batches
-    `reader, reader + readers, ...`, each yielded once its round is complete, so that every
-    reader yields the same number. A last, uneven round is filled by repeating the first
-    batches of the epoch, or dropped with `drop_last`."""
-    first: list[list[Any]] = []  # the epoch's first round, to fill an uneven last one
-    pending: list[Any] | None = None
-    total = 0
-    for batch in batches:
-        if total < readers:
-            first.append(batch)
-        if total % readers == reader:
-            pending = batch
-        total += 1
-        if total % readers == 0 and pending is not None:
-            # The round is complete: every reader has a batch in it.
-            yield pending
-            pending = None
-    if total % readers == 0 or drop_last:
+def deal_to_ranks(batches: Iterable[list[Any]], ranks: int, rank: int,
+                  drop_last: bool) -> Iterator[list[Any]]:
+    """Rank `rank`'s share of `batches` (every rank is given the same batches): batches
+    `rank, rank + ranks, ...`, every rank as many. A last round of fewer than `ranks` batches
+    is dropped with `drop_last` (as accelerate's `IterableDatasetShard` drops its last
+    incomplete round); otherwise the last two rounds are cut again into as many batches as
+    the ranks need (`recut`), so that every row is in exactly one batch. Two rounds are held
+    back for that: the end of the epoch is only known once the source runs out."""
+    if ranks == 1:
+        yield from batches
         return
-    # The last round is short: readers without a batch in it repeat one of the first.
-    if pending is not None:
-        yield pending
-    else:
-        yield first[(total - total % readers + reader) % total]
+    first: list[list[Any]] = []  # the epoch's first round, should the last hold too few rows
+    held: list[list[Any]] = []
+    for batch in batches:
+        if len(first) < ranks:
+            first.append(batch)
+        held.append(batch)
+        if len(held) == 2 * ranks:
+            # Another round follows this one: it is not the last, and goes out as it is.
+            yield held[rank]
+            del held[:ranks]
+    if len(held) % ranks and drop_last:
+        del held[len(held) - len(held) % ranks:]
+    elif len(held) % ranks:
+        held = recut(held, ranks * -(-len(held) // ranks), first)
+    yield from held[rank::ranks]
+
+
+def recut(batches: list[list[Any]], count: int, first: list[list[Any]]) -> list[list[Any]]:
+    """`batches` cut into `count` batches, in order: the one with the most rows (the first
+    such) halved until there are enough. Every new batch is part of an old one, so it keeps
+    within the old one's budget. Only when the rows run out (batches of one row) are the
+    epoch's `first` batches repeated to make up the count."""
+    pieces = [list(batch) for batch in batches]
+    while len(pieces) < count:
+        largest = max(range(len(pieces)), key=lambda i: (len(pieces[i]), -i))
+        batch = pieces[largest]
+        if len(batch) < 2:
+            break
+        half = (len(batch) + 1) // 2
+        pieces[largest:largest + 1] = [batch[:half], batch[half:]]
+    for extra in range(count - len(pieces)):
+        pieces.append(first[extra % len(first)])
+    return pieces
+
+
+def deal_to_workers(batches: Iterable[list[Any]], workers: int,
+                    worker: int) -> Iterator[list[Any]]:
+    """Worker `worker`'s share of its rank's `batches`: batches `worker, worker + workers, ...`.
+    The workers need not yield as many: the rank's DataLoader takes them in turn, skipping a
+    worker that has run out, so it yields exactly the rank's batches."""
+    for index, batch in enumerate(batches):
+        if index % workers == worker:
+            yield batch
 
 
 def even_across_ranks(batches: Iterable[list[Any]], drop_last: bool,
@@ -174,17 +272,15 @@ class BufferedStream(torch.utils.data.IterableDataset[Any]):
         sharding_for(iterable, self.source_sharded, name, self.num_replicas, 1)
         # In shared memory, so that persistent DataLoader workers see set_epoch too.
         self._epoch = torch.zeros((), dtype=torch.int64).share_memory_()  # type: ignore[no-untyped-call]  # untyped upstream
-        # Batches of the current epoch this reader has handed out, whether it has handed out
-        # all of them, and how many of the epoch's batches the next iteration skips
-        # (load_state_dict).
+        # Batches of the current epoch this reader has handed out, and whether it has handed
+        # out all of them (state_dict).
         self._yielded = 0
         self._complete = False
-        self._skip = 0
-        self._rest_empty = False  # a complete place was loaded: this pass has nothing left
-        # Which reader of how many this one is ([index, count], set when it iterates), and
-        # the one a loaded place was saved by.
+        # A place given to load_state_dict (checked_place), taken by the next iteration when
+        # the stream is still in its epoch then.
+        self._place: dict[str, Any] | None = None
+        # Which reader of how many this one is ([index, count], set when it iterates).
         self._reader: list[int] | None = None
-        self._saved_reader: Any = None
 
     @property
     def epoch(self) -> int:
@@ -196,12 +292,11 @@ class BufferedStream(torch.utils.data.IterableDataset[Any]):
         check_not_resharded(type(self).__name__, self.num_replicas, sys._getframe(1))
         epoch = checked_count(epoch, "epoch", 0)
         if epoch != self.epoch:
-            # A new epoch starts at its first batch (a place loaded by load_state_dict was in
-            # another epoch).
-            self._skip = 0
+            # A new epoch: nothing of it handed out yet.
             self._yielded = 0
             self._complete = False
-            self._rest_empty = False
+        if self._place is not None and self._place["epoch"] != epoch:
+            self._place = None  # a loaded place of another epoch: this one starts afresh
         self._epoch.fill_(epoch)
         set_source_epoch = getattr(self.iterable, "set_epoch", None)
         if callable(set_source_epoch):
@@ -217,34 +312,28 @@ class BufferedStream(torch.utils.data.IterableDataset[Any]):
                 "reader": self._reader}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Resumes at `state` (from `state_dict`): sets the epoch, and the next iteration
-        yields that epoch's batches after the first `state["batches"]`, exactly those an
-        uninterrupted run would have yielded next (a ValueError when it iterates as another
-        reader, of another count of ranks x workers, than the one that saved it: its batches
-        differ). The buffers are rebuilt, not stored: the skipped batches are read and planned
-        again (not yielded), which needs the source to give the same rows in the same order
-        for the same epoch, as a seeded stream does. A `complete` place (this reader had handed
-        out all of its epoch) leaves the epoch as it is, and the next iteration yields nothing:
-        the pass it resumes had nothing left here. (torchdata's `StatefulDataLoader` then starts
-        the next pass afresh when the whole loader had finished, at the epoch its loop sets.)"""
-        if not isinstance(state, Mapping) or not {"epoch", "batches"} <= set(state):
-            raise ValueError(
-                f"{type(self).__name__}.load_state_dict needs a mapping with 'epoch' and "
-                f"'batches' (what state_dict returns), not {state!r}"
-            )
-        batches = checked_count(state["batches"], "batches", 0)
-        self._saved_reader = state.get("reader")
-        if state.get("complete", False):
-            self._skip = 0
-            self._rest_empty = True
-            self._yielded = batches
-            self._complete = True
-            return
-        self.set_epoch(state["epoch"])
-        self._skip = batches
-        self._yielded = batches
+        """Resumes at `state` (from `state_dict`; every field checked, a ValueError naming the
+        one that is wrong): sets the epoch, and the next iteration in that epoch yields its
+        batches after the first `state["batches"]`, exactly those an uninterrupted run would
+        have yielded next (a ValueError when it iterates as another reader, of another count of
+        ranks x workers, than the one that saved it: its batches differ). The buffers are
+        rebuilt, not stored: the skipped batches are read and planned again (not yielded),
+        which needs the source to give the same rows in the same order for the same epoch, as
+        a seeded stream does. A `complete` place (this reader had handed out all of its epoch)
+        leaves the stream's epoch as it is, and the next iteration in that epoch (after
+        `set_epoch(that epoch)`, or with the stream already there) yields nothing: the epoch
+        is over, and the next batch is the next epoch's first. Moving to another epoch with
+        `set_epoch` drops the place. (torchdata's `StatefulDataLoader` loads each worker's
+        place in the worker, at the epoch the loop has set.)"""
+        place = checked_place(state, type(self).__name__)
+        if not place["complete"]:
+            self.set_epoch(place["epoch"])
+        self._place = place
+        self._reader = place["reader"]
+        self._yielded = place["batches"]
+        self._complete = place["complete"]
 
-    def _length(self, row: Any, position: int) -> int:
+    def _length(self, row: Any, position: int | str) -> int:
         """The length of `row`'s `column` (the stream's row `position`), checked."""
         column = self.column
         if not isinstance(row, Mapping):
@@ -269,7 +358,7 @@ class BufferedStream(torch.utils.data.IterableDataset[Any]):
         except TypeError:
             raise TypeError(message) from None
 
-    def _size(self, row: Any, position: int) -> tuple[Any, int]:
+    def _size(self, row: Any, position: int | str) -> tuple[Any, int]:
         """The row as it goes into the buffer and its size there (a subclass may check or
         cut it)."""
         return row, self._length(row, position)
@@ -280,10 +369,11 @@ class BufferedStream(torch.utils.data.IterableDataset[Any]):
         emit them, and the positions carried into the next buffer (none when `last`)."""
         raise NotImplementedError
 
-    def _batches(self, source: Any) -> Iterator[list[Any]]:
+    def _batches(self, source: Any, whole: Any = None) -> Iterator[list[Any]]:
         """Every batch of the epoch, in order, as every reader of `source` makes them (the
-        stream, or this reader's shards of it): `source` read `buffer` rows at a time (the
-        rows the previous buffer carried first), each buffer planned by `_plan`."""
+        stream, or this reader's shards of it, when `whole` is the stream they are shards of):
+        `source` read `buffer` rows at a time (the rows the previous buffer carried first),
+        each buffer planned by `_plan`."""
         epoch = self.epoch
         rows: list[Any] = []
         sizes: list[int] = []
@@ -293,7 +383,14 @@ class BufferedStream(torch.utils.data.IterableDataset[Any]):
         exhausted = False
         while not exhausted:
             for row in source:
-                row, size = self._size(row, position)
+                try:
+                    row, size = self._size(row, position)
+                except (TypeError, ValueError):
+                    if whole is None:
+                        raise
+                    # Named by its place in the stream, not in this reader's shards.
+                    self._size(row, stream_position(whole, row, position))
+                    raise
                 position += 1
                 rows.append(row)
                 sizes.append(size)
@@ -325,20 +422,19 @@ class BufferedStream(torch.utils.data.IterableDataset[Any]):
         workers, worker_id = (worker.num_workers, worker.id) if worker is not None else (1, 0)
         ranks = self.num_replicas
         sharding = sharding_for(self.iterable, self.source_sharded, name, ranks, workers)
-        # A DataLoader worker has no process group of its own: whether the ranks share one was
-        # seen where the stream was made.
-        process_group = self._process_group if worker is not None else _process_group()
         source = self.iterable
-        if reads_own_shards(source, self.read_shards, sharding, name, ranks, workers,
-                            worker is not None, process_group):
+        own_shards = reads_own_shards(source, self.read_shards, sharding, name, ranks, workers)
+        if own_shards:
             source = reader_shards(source, ranks * workers, self.rank * workers + worker_id)
             sharding = True  # this reader's own rows
-        readers, reader = readers_to_deal(sharding, ranks, self.rank, workers, worker_id)
-        skip, self._skip = self._skip, 0
-        rest_empty, self._rest_empty = self._rest_empty, False
+        (ranks_dealt, rank_place), (workers_dealt, worker_place) = dealt_out(
+            sharding, ranks, self.rank, workers, worker_id)
         here = [self.rank * workers + worker_id, ranks * workers]
-        saved, self._saved_reader = self._saved_reader, None
-        if (skip or rest_empty) and saved is not None and list(saved) != here:
+        place, self._place = self._place, None
+        if place is not None and place["epoch"] != self.epoch:
+            place = None  # saved in another epoch (set_epoch was seen by the main process only)
+        if place is not None and place["reader"] is not None and place["reader"] != here:
+            saved = place["reader"]
             raise ValueError(
                 f"{name}: the place given to load_state_dict was saved by reader {saved[0]} of "
                 f"{saved[1]} (rank x DataLoader workers + worker), but this is reader {here[0]} "
@@ -346,13 +442,17 @@ class BufferedStream(torch.utils.data.IterableDataset[Any]):
                 "it was saved with"
             )
         self._reader = here
-        if rest_empty:
-            return iter(())
-        batches = deal(self._batches(source), readers, reader, self.drop_last)
+        if place is not None and place["complete"]:
+            self._yielded, self._complete = place["batches"], True
+            return iter(())  # the epoch was over: nothing left of it here
+        skip = place["batches"] if place is not None else 0
+        batches = self._batches(source, self.iterable if own_shards else None)
+        batches = deal_to_ranks(batches, ranks_dealt, rank_place, self.drop_last)
+        batches = deal_to_workers(batches, workers_dealt, worker_place)
         if ranks == 1 or sharding not in ("rank", True):
             return self._counted(batches, skip)  # every rank deals out the same batches
-        # Each rank packs its own rows: the ranks' batch counts are evened out by a
-        # collective, which only the process holding the process group can run.
+        # Each rank packs its own rows (a source split by rank): the ranks' batch counts are
+        # evened out by a collective, which only the process holding the process group can run.
         if worker is not None and self._process_group:
             raise ValueError(
                 f"{name}: the source yields each of the {ranks} ranks its own rows, so the "

@@ -31,16 +31,17 @@ class LengthGroupedStream(BufferedStream):
     a `set_epoch`.
 
     Several processes and DataLoader workers are handled as by `PackedStream`: every reader
-    reads the whole stream and groups it the same way, reader `r` of `n` keeps batches
-    `r, r + n, ...`, and every reader yields the same number of batches (the last, uneven round
-    filled by repeating the epoch's first batches, or dropped with `drop_last=True`), and so
-    is a source that is already split (`source_sharded`, read off the source where it can
-    be, a ValueError naming it where it cannot and several readers exist; each rank's batch
-    counts evened out by a collective when each rank groups its own rows), and so is
-    `read_shards` (each reader grouping only its own shards of a `datasets` stream with
-    enough of them). `num_replicas` and
-    `rank` default to torch.distributed's world size and rank when its process group is
-    initialized, else 1 and 0."""
+    reads the whole stream and groups it the same way, rank `k` of `n` keeps batches
+    `k, k + n, ...` and its workers take turns at those, every row is in exactly one batch per
+    epoch and every rank yields as many (the last two rounds cut again into smaller batches
+    when the batches do not divide by the ranks, or the last round of fewer batches than ranks
+    dropped with `drop_last=True`), and so is a source that is already split
+    (`source_sharded`, read off the source where it can be, a ValueError naming it where it
+    cannot and several readers exist; each rank's batch counts evened out by a collective when
+    each rank groups its own rows), and so is `read_shards` (each DataLoader worker of a single
+    rank grouping only its own shards of a `datasets` stream with enough of them).
+    `num_replicas` and `rank` default to torch.distributed's world size and rank when its
+    process group is initialized, else 1 and 0."""
 
     def __init__(
         self,

@@ -32,32 +32,36 @@ class PackedStream(BufferedStream):
     `truncate=True`: it is then yielded alone in its batch, cut to `max_tokens` — every value
     of that row as long as `column` is cut (a copy; the stream's row is not changed).
 
-    Several processes and DataLoader workers: every reader (each worker of each rank) reads
-    the whole stream and packs it the same way, and reader `r` of `n` keeps batches
-    `r, r + n, ...`, so every row is in exactly one kept batch per epoch. Every reader yields
-    the same number of batches: the last, uneven round is filled by repeating the epoch's
-    first batches, or dropped with `drop_last=True`. Nothing is exchanged between processes,
-    so nothing can hang; the price is that each reader reads every row. A source that is
-    already split is never split again: `source_sharded` says which share each reader's
-    source yields (False: every row; "rank": this rank's rows, dealt out to its DataLoader
-    workers; "worker": this worker's rows, dealt out to the ranks; True: this reader's own).
-    It is read off a `datasets` stream (`split_dataset_by_node` means "rank"), a Ray Data
-    shard (`get_dataset_shard`: "rank"), a list or tuple (False) or the source's own
+    Several processes and DataLoader workers: every row is in exactly one batch per epoch
+    across the readers (each worker of each rank), and every rank yields as many batches.
+    Every reader reads the whole stream and packs it the same way; rank `k` of `n` keeps
+    batches `k, k + n, ...`, and its workers take turns at those (their counts need not match:
+    the DataLoader takes them in turn). When the batches do not divide by the ranks, the last
+    two rounds are cut again into as many batches as the ranks need (the batch with the most
+    rows halved until there are enough; only batches of one row each force a repeat of the
+    epoch's first batches); `drop_last=True` drops the last round of fewer batches than ranks
+    instead, as accelerate's `IterableDatasetShard` does. Nothing is exchanged between
+    processes, so nothing can hang; the price is that each reader reads every row. A source
+    that is already split is never split again: `source_sharded` says which share each
+    reader's source yields (False: every row; "rank": this rank's rows, dealt out to its
+    DataLoader workers; "worker": this worker's rows, dealt out to the ranks; True: this
+    reader's own). It is read off a `datasets` stream (`split_dataset_by_node` means "rank"), a
+    Ray Data shard (`get_dataset_shard`: "rank"), a list or tuple (False) or the source's own
     `source_sharded` attribute; for any other source read by several readers, not saying it
-    is a ValueError. When each rank packs its own rows, the ranks' batch counts are evened out
-    by one collective per batch on torch.distributed's process group (the rank that runs out
-    first repeats its epoch's first batches; `drop_last=True` stops every rank with the first
-    one), which needs the stream iterated in the main process (`num_workers=0`); without a
-    process group each rank yields its own count. `read_shards` has each reader read only its
-    own shards of a whole `datasets.IterableDataset` (of `n` readers, reader `r` reads shards
-    `r, r + n, ...`) and pack them by itself, in place of reading every row: every row is
-    still in exactly one batch per epoch, and the ranks' counts are evened out as for a source
-    split by rank. Left at None it is on when the source is such a stream with at least one
-    shard per reader and the counts can be evened out (one rank, or a process group and the
-    stream iterated in the main process); `True` that cannot be honoured is a ValueError;
-    `False` reads every row in every reader. `num_replicas` and `rank` default to
-    torch.distributed's world size and rank when its process group is initialized, else 1
-    and 0."""
+    is a ValueError. When each rank packs its own rows (a source split by rank), the ranks'
+    batch counts are evened out by one collective per batch on torch.distributed's process
+    group (the rank that runs out first repeats its epoch's first batches; `drop_last=True`
+    stops every rank with the first one), which needs the stream iterated in the main process
+    (`num_workers=0`); without a process group each rank yields its own count.
+    `read_shards` has each DataLoader worker of a single rank read only its own shards of a
+    whole `datasets.IterableDataset` (of `m` workers, worker `w` reads shards `w, w + m, ...`)
+    and pack them by itself, in place of reading every row: every row is still in exactly one
+    batch per epoch. Left at None it is on when the source is such a stream with at least one
+    shard per worker, on one rank; `True` that cannot be honoured (several ranks, whose counts
+    could then only be evened out by repeating or dropping rows; too few shards; another
+    source) is a ValueError; `False` reads every row in every reader. `num_replicas` and
+    `rank` default to torch.distributed's world size and rank when its process group is
+    initialized, else 1 and 0."""
 
     def __init__(
         self,
@@ -80,7 +84,7 @@ class PackedStream(BufferedStream):
         self.max_tokens = checked_count(max_tokens, "max_tokens", 1)
         self.truncate = bool(truncate)
 
-    def _size(self, row: Any, position: int) -> tuple[Any, int]:
+    def _size(self, row: Any, position: int | str) -> tuple[Any, int]:
         """The row as packed (cut to `max_tokens` when over-long and `truncate`) and its
         token count; an over-long row is an error otherwise."""
         size = self._length(row, position)

@@ -1,13 +1,15 @@
 """Whether each reader of a buffered stream (each DataLoader worker of each rank) reads only its
 own shards of the source, and that share: `read_shards=`.
 
-Read whole, every reader reads and decodes every row and keeps 1/n of the batches. A
+Read whole, every reader reads and decodes every row and keeps its share of the batches. A
 `datasets.IterableDataset` made of at least as many shards (files, or `to_iterable_dataset`
-pieces) as there are readers can give each reader only its shards instead, which it then packs
-or groups by itself. The readers' batch counts then differ: within one rank the DataLoader
-takes whatever its workers yield, but the ranks must be evened out by a collective, which runs
-only where the process group is (the main process). Whether that is possible is a fact about
-the source and the readers, never a guess; `read_shards=True` that cannot be honoured raises."""
+pieces) as there are DataLoader workers can give each worker only its shards instead, which it
+then packs or groups by itself. The workers' batch counts then differ, which is harmless within
+one rank (the DataLoader takes whatever its workers yield), but ranks must yield equally many
+batches: ranks that each packed their own shards could only be evened out by repeating or
+dropping rows. So shards are read apart only on one rank, where every row stays in exactly one
+batch; on several ranks every reader reads every row, and `read_shards=True` is refused there.
+Whether it can be honoured is a fact about the source and the readers, never a guess."""
 
 from __future__ import annotations
 
@@ -58,11 +60,14 @@ def check_shard_reading(source: Any, read_shards: bool | None, source_sharded: A
             f"to ask for shards, not {what_source(source)}; pass read_shards=False, or split "
             "the source yourself and say so with source_sharded="
         )
-    if shards < ranks:
+    if ranks > 1:
         raise ValueError(
-            f"{stream}: read_shards=True needs at least one shard per reader, but the source has "
-            f"{shards} shard(s) for {ranks} ranks; pass read_shards=False (every reader reads "
-            "every row), or give the source more shards (more files, or num_shards=)"
+            f"{stream}: read_shards=True on {ranks} ranks would have each rank pack only its "
+            "own shards, and the ranks' batch counts would differ; a DDP step needs as many on "
+            "every rank, and evening them out would repeat or drop rows. On several ranks "
+            "every reader reads every row and keeps its own batches (each row once per epoch): "
+            "pass read_shards=None or False (read_shards=True works on one rank with several "
+            "DataLoader workers)"
         )
 
 
@@ -74,38 +79,27 @@ def what_source(source: Any) -> str:
 
 
 def reads_own_shards(source: Any, read_shards: bool | None, sharding: Any, stream: str,
-                     ranks: int, workers: int, in_worker: bool, process_group: bool) -> bool:
+                     ranks: int, workers: int) -> bool:
     """Called when a reader starts iterating: whether it reads only its own shards.
-    `sharding` is the source's (source_sharded, said or read off it); `in_worker` whether this
-    is a DataLoader worker, `process_group` whether the ranks share one. `read_shards=None` is
-    True exactly when all of it holds: a whole `datasets` stream read by several readers, at
-    least one shard each, and batch counts that can be evened out (one rank, or a process group
-    and the stream iterated in the process holding it)."""
+    `sharding` is the source's (source_sharded, said or read off it). `read_shards=None` is
+    True exactly when every row then stays in exactly one batch: a whole `datasets` stream on
+    one rank, read by several DataLoader workers, at least one shard each."""
     if read_shards is False:
         return False
-    readers = ranks * workers
     shards = shard_count(source) if sharding is False else None
-    evened = ranks == 1 or (process_group and not in_worker)
     if read_shards is None:
-        return readers > 1 and shards is not None and shards >= readers and evened
+        return ranks == 1 and workers > 1 and shards is not None and shards >= workers
     if shards is None:
         raise ValueError(
             f"{stream}: read_shards=True needs a whole datasets.IterableDataset that yields every "
             f"row (source_sharded=False), not {what_source(source)} whose sharding is "
             f"{sharding!r}; pass read_shards=False"
         )
-    if shards < readers:
+    if shards < ranks * workers:
         raise ValueError(
             f"{stream}: read_shards=True needs at least one shard per reader, but the source has "
             f"{shards} shard(s) for {ranks} rank(s) x {workers} DataLoader worker(s); use fewer "
             "workers, give the source more shards, or pass read_shards=False"
-        )
-    if ranks > 1 and process_group and in_worker:
-        raise ValueError(
-            f"{stream}: with read_shards=True each of the {ranks} ranks packs its own shards, so "
-            "the ranks' batch counts differ and are evened out by a collective, which a "
-            "DataLoader worker cannot run: iterate it with num_workers=0, or pass "
-            "read_shards=False (every reader reads every row)"
         )
     return True
 

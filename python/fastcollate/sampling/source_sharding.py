@@ -86,13 +86,11 @@ def sharding_for(source: Any, given: Any, stream: str, ranks: int, workers: int)
     )
 
 
-def readers_to_deal(sharding: Any, ranks: int, rank: int, workers: int,
-                    worker: int) -> tuple[int, int]:
-    """(how many readers, which one) the batches are dealt out to under `sharding`."""
-    if sharding is False:
-        return ranks * workers, rank * workers + worker
-    if sharding == "rank":
-        return workers, worker
-    if sharding == "worker":
-        return ranks, rank
-    return 1, 0
+def dealt_out(sharding: Any, ranks: int, rank: int, workers: int,
+              worker: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Under `sharding`, ((how many ranks the batches are dealt out to, which one this is),
+    (how many DataLoader workers this rank's batches are dealt out to, which one this is));
+    (1, 0) where nothing is dealt out at that level."""
+    to_ranks = (ranks, rank) if sharding is False or sharding == "worker" else (1, 0)
+    to_workers = (workers, worker) if sharding is False or sharding == "rank" else (1, 0)
+    return to_ranks, to_workers

@@ -8,7 +8,13 @@ from typing import Any
 
 from .._internal.tensors import torch_module
 from ..collators import pad
-from .layout import BATCH_KEYS, DEFAULT_LABEL_COLUMNS, SEQUENCE_KEYS, text_columns
+from .layout import (
+    BATCH_KEYS,
+    DEFAULT_LABEL_COLUMNS,
+    SEQUENCE_KEYS,
+    pretokenized_columns,
+    text_columns,
+)
 
 
 @dataclass
@@ -33,6 +39,16 @@ class SentenceTransformerDataCollator:
         if "dataset_name" in columns:
             columns.remove("dataset_name")
             batch["dataset_name"] = first["dataset_name"]
+        label = next((name for name in self.valid_label_columns if name in columns), None)
+        known = set(pretokenized_columns(columns))
+        raw = [name for name in columns if name != label and name not in known]
+        if raw and known:
+            raise ValueError(
+                f"column '{raw[0]}' is not pre-tokenized (sentence-transformers' collator "
+                "would tokenize it as text): pre-tokenize the dataset again with "
+                "fastcollate.sentence_transformers.pretokenize, which tokenizes the raw "
+                "columns beside the pre-tokenized ones"
+            )
         for label_column in self.valid_label_columns:
             if label_column in columns:
                 torch = torch_module()

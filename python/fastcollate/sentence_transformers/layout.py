@@ -18,3 +18,11 @@ DEFAULT_LABEL_COLUMNS = ("label", "labels", "score", "scores")
 def text_columns(column_names: list[str]) -> list[str]:
     """The text columns of a pre-tokenized dataset, in order: the prefixes of `*_input_ids`."""
     return [name[: -len(MAIN_SUFFIX)] for name in column_names if name.endswith(MAIN_SUFFIX)]
+
+
+def pretokenized_columns(column_names: list[str]) -> list[str]:
+    """The columns of `column_names` that belong to a pre-tokenized text column (`c_input_ids`
+    and the keys beside it), in order."""
+    owned = {f"{prefix}_{key}" for prefix in text_columns(column_names)
+             for key in SEQUENCE_KEYS + BATCH_KEYS}
+    return [name for name in column_names if name in owned]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .layout import BATCH_KEYS, DEFAULT_LABEL_COLUMNS, SEQUENCE_KEYS
+from .layout import BATCH_KEYS, DEFAULT_LABEL_COLUMNS, SEQUENCE_KEYS, pretokenized_columns
 
 # Padding off and Python lists out: each row keeps its own length for the collator to pad.
 _UNPADDED = {"text": {"padding": False}, "common": {"return_tensors": None}}
@@ -47,7 +47,11 @@ def pretokenize(
 
     The model's `preprocess` does the tokenizing (with padding off), so truncation, prompts and
     tasks follow the installed sentence-transformers. Text models only: a column of anything
-    but strings raises a ValueError naming it."""
+    but strings raises a ValueError naming it.
+
+    A dataset already partly pre-tokenized (a raw text column added afterwards, such as mined
+    hard negatives) keeps its pre-tokenized columns as they are, in place, and gets its raw
+    text columns tokenized; a fully pre-tokenized one is returned as it is."""
     import datasets
 
     if not isinstance(dataset, datasets.Dataset):
@@ -59,8 +63,19 @@ def pretokenize(
     _check_flat("router_mapping", router_mapping)
     columns = list(dataset.column_names)
     label = next((name for name in valid_label_columns if name in columns), None)
-    texts = [name for name in columns if name != label and name != "dataset_name"]
+    kept = pretokenized_columns(columns)
+    texts = [name for name in columns
+             if name != label and name != "dataset_name" and name not in kept]
+    if not texts:
+        return dataset
     for name in texts:
+        clashing = [f"{name}_{key}" for key in SEQUENCE_KEYS + BATCH_KEYS
+                    if f"{name}_{key}" in columns]
+        if clashing:
+            raise ValueError(
+                f"column '{name}' is raw text, but the dataset already holds {clashing}: "
+                "rename the column before pre-tokenizing it"
+            )
         feature = dataset.features[name]
         if getattr(feature, "dtype", None) not in ("string", "large_string"):
             raise ValueError(
@@ -70,9 +85,14 @@ def pretokenize(
     mapping = router_mapping or {}
 
     def tokenize(batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
-        size = len(batch[texts[0]]) if texts else 0
+        size = len(batch[texts[0]])
         out: dict[str, list[Any]] = {}
-        for name in texts:
+        for name in columns:
+            if name in kept or name == "dataset_name":
+                out[name] = batch[name]
+                continue
+            if name not in texts:
+                continue
             task = mapping.get(name)
             features = model.preprocess(batch[name], prompt=_prompt_for(prompts, name),
                                         task=task, processing_kwargs=_UNPADDED)
@@ -98,7 +118,8 @@ def pretokenize(
     # result depends on is the data, the tokenizer, the model's length and these options.
     fingerprint = datasets.fingerprint.Hasher.hash((
         dataset._fingerprint, model.tokenizer, getattr(model, "max_seq_length", None),
-        prompts, router_mapping, label, texts, "fastcollate.sentence_transformers.pretokenize/1",
+        prompts, router_mapping, label, texts, kept,
+        "fastcollate.sentence_transformers.pretokenize/2",
     ))
     return dataset.map(tokenize, batched=True, batch_size=batch_size, num_proc=num_proc,
                        remove_columns=columns, desc="pre-tokenizing",

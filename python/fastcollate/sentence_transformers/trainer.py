@@ -3,7 +3,8 @@ tokenized once (`pretokenize`) and its batches padded by `SentenceTransformerDat
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
 import sentence_transformers
 
@@ -12,28 +13,52 @@ from .layout import text_columns
 from .pretokenize import pretokenize
 
 
+@dataclass
+class _TrainerDataCollator(SentenceTransformerDataCollator):
+    """The trainer's collator: pre-tokenized rows padded by `SentenceTransformerDataCollator`,
+    rows of raw text (a `DatasetDict`'s or an `IterableDataset`'s, which the trainer does not
+    pre-tokenize) handed to sentence-transformers' own collator, built as its trainer builds
+    it."""
+
+    raw_text_collator: Any = None
+
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
+        if features and self.raw_text_collator is not None and not text_columns(
+            list(features[0].keys())
+        ):
+            return cast(dict[str, Any], self.raw_text_collator(features))
+        return super().__call__(features)
+
+
 class PreTokenizedTrainerMixin:
     """For `SentenceTransformerTrainer` and its subclasses (`class X(PreTokenizedTrainerMixin,
     SomeSentenceTransformerTrainer)`): keeps their signature (arguments pass through as they
     are), tokenizes each `datasets.Dataset` it trains or evaluates on once, with the trainer's
-    `prompts` and `router_mapping`, and pads the batches with
-    `SentenceTransformerDataCollator`. A collator passed as `data_collator` is kept, and a
-    DatasetDict or an IterableDataset is left to sentence-transformers' own collator path:
-    give the trainer a pre-tokenized Dataset (and this collator) for those."""
+    `prompts` and `router_mapping` (the raw text columns of one already partly pre-tokenized,
+    such as mined hard negatives added afterwards, too), and pads the batches with
+    `SentenceTransformerDataCollator`. A collator passed as `data_collator` is kept. A
+    `DatasetDict` or an `IterableDataset` is not pre-tokenized: its batches of raw text go
+    through sentence-transformers' own collator, as they would in its trainer."""
 
     def get_data_collator(self, model: Any, args: Any, processing_class: Any = None) -> Any:
-        return SentenceTransformerDataCollator(tokenizer=model.tokenizer)
+        upstream = super().get_data_collator(  # type: ignore[misc]
+            model, args, processing_class
+        )
+        return _TrainerDataCollator(
+            tokenizer=model.tokenizer,
+            valid_label_columns=list(upstream.valid_label_columns),
+            raw_text_collator=upstream,
+        )
 
     def preprocess_dataset(self, dataset: Any = None, dataset_name: str | None = None) -> Any:
         import datasets
 
         collator = self.data_collator  # type: ignore[attr-defined]
-        if (
-            isinstance(dataset, datasets.Dataset)
-            and isinstance(collator, SentenceTransformerDataCollator)
-            and not text_columns(dataset.column_names)
+        if isinstance(dataset, datasets.Dataset) and isinstance(
+            collator, SentenceTransformerDataCollator
         ):
             args = self.args  # type: ignore[attr-defined]
+            # A fully pre-tokenized dataset comes back as it is.
             dataset = pretokenize(
                 dataset,
                 self.model,  # type: ignore[attr-defined]

@@ -335,6 +335,8 @@ def _padding_free(
     if total == 0:
         raise ValueError("'input_ids' holds no tokens in any row; a padding-free batch needs one")
     width = total if multiple is None else -(-total // multiple) * multiple
+    # The one sizing rule before numpy allocates (`_native.check_output_size`).
+    _native.check_output_size("input_ids", (1, width), 8, "int64")
     if sequence_lengths is None:
         sequence_lengths = row_lengths[row_lengths > 0]
     positions = _positions(sequence_lengths, total, width)

@@ -128,6 +128,7 @@ def _padded_vectors(
     # numel is a 1-d tensor's length, and a plain C method (a tensor's __len__ runs Python).
     lengths = np.fromiter(map(torch.Tensor.numel, tensors), np.int64, len(tensors))
     width = _rounded(int(lengths.max()), multiple)
+    _check_size((len(tensors), width), dtype)
     # torch.full as TRL calls it: the same conversion of the pad value, the same refusals.
     output = torch.full((len(tensors), width), padding_value, dtype=dtype, device=flat.device)
     if width < 2**31:  # int32 compares are cheaper than int64 ones
@@ -163,9 +164,16 @@ def _natively_padded(
             float32=False,
             keys=[_NATIVE_KEY],
         )
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, MemoryError):
+        # An impossible size too: the caller's check raises it under the key "tensors".
         return None
     return torch.from_numpy(native[_NATIVE_KEY])
+
+
+def _check_size(shape: tuple[int, ...], dtype: torch.dtype) -> None:
+    """The one sizing rule (`_native.check_output_size`) on the padded output before torch
+    allocates it: MemoryError past this machine's memory, whatever torch's allocator would do."""
+    _native.check_output_size("tensors", shape, dtype.itemsize, str(dtype).removeprefix("torch."))
 
 
 def _check_tensors(tensors: list[Any]) -> None:
@@ -193,6 +201,7 @@ def _padded_row_by_row(
     first = tensors[0]
     shape = [max(sizes) for sizes in zip(*(tensor.shape for tensor in tensors), strict=True)]
     shape[0] = _rounded(shape[0], multiple)
+    _check_size((len(tensors), *shape), first.dtype)
     output = torch.full(
         (len(tensors), *shape), padding_value, dtype=first.dtype, device=first.device
     )

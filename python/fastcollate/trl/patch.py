@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from .._internal.extras import require
-from .._internal.patching import Patch, apply, restore
+from .._internal.patching import Patch, restore
 from .._internal.upstream import SFT_TRAINER_MODULE, SFT_TRAINER_PREPARE_DATASET
+from .._internal.versions import warn_if_untested
 
 # The trainers that import `trl.trainer.utils.pad` by value (each looks it up in its own
 # module's globals at call time).
@@ -77,8 +78,9 @@ def _fastcollate_objects() -> dict[str, Any]:
 
 
 class TRLPatch(Patch):
-    """Returned by `patch_trl()`: `undo()` restores TRL's objects (the same as
-    `unpatch_trl()`), and using it as a context manager undoes the patch on exit."""
+    """Returned by `patch_trl()`: `undo()` ends this call's patch (TRL's objects come back
+    once no other `patch_trl()` handle holds them), and using it as a context manager undoes
+    it on exit."""
 
     owner = "trl"
 
@@ -96,15 +98,20 @@ def patch_trl() -> TRLPatch:
     (labels, truncation, filtering, packing, shuffling) become `prepare_tokenized_sft_dataset`
     for a `datasets.Dataset`, and `SFTTrainer`, `DPOTrainer`, `RewardTrainer`, `KTOTrainer` in
     `trl` / `trl.trainer` (`fastcollate.trl`'s: batches collated straight from Arrow). Code
-    that imported a name before the call keeps the object it imported. Calling it again is
-    harmless.
+    that imported a name before the call keeps the object it imported. Calls nest: each
+    returns its own handle, and TRL's objects come back when the last handle is undone (or at
+    `unpatch_trl()`). Patching and undoing are thread-safe. Warns once
+    (`fastcollate.UntestedVersionWarning`) when the installed TRL is not a release fastcollate
+    is tested against (docs/compatibility.md).
 
-    Undo with `unpatch_trl()`, the returned handle's `undo()`, or
-    `with fastcollate.patch_trl(): ...`."""
+    Undo with the returned handle's `undo()`, `with fastcollate.patch_trl(): ...`, or
+    `unpatch_trl()` (every handle at once)."""
     require("fastcollate.patch_trl()", "trl", "torch", "trl")
-    return TRLPatch(apply("trl", _replacements()))
+    warn_if_untested("trl", "fastcollate.patch_trl()")
+    return TRLPatch(_replacements())
 
 
 def unpatch_trl() -> None:
-    """Restores every object `patch_trl()` replaced. Does nothing when unpatched."""
+    """Restores every object `patch_trl()` replaced, whatever handles are still held. Does
+    nothing when unpatched."""
     restore("trl")

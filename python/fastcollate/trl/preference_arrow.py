@@ -89,6 +89,8 @@ def padded_together(
     width = int(lengths.max()) if lengths.size else 0
     if multiple is not None:
         width = -(-width // multiple) * multiple
+    # The one sizing rule before numpy allocates (`_native.check_output_size`).
+    _native.check_output_size("input_ids", (len(lengths), width), 8, "int64")
     input_ids = np.full((len(lengths), width), pad_token_id, dtype=np.int64)
     inside = np.arange(width)[None, :] < lengths[:, None]
     start = 0

@@ -14,7 +14,7 @@ use crate::core::arrow::{self, ArrowColumn, ArrowError, Bitmap, Chunk, Offsets, 
 use crate::core::error::CollateError;
 use crate::core::pad;
 
-use crate::py::convert::pad_plan::{build_plan, PadGroupSpec};
+use crate::py::convert::pad_plan::{build_plan, PyPadGroup};
 use crate::py::output::numpy_arrays::output_to_py;
 use crate::py::output::output_buffers::{hand_out, OutputBuffers};
 
@@ -99,7 +99,7 @@ fn borrow<T: Element>(
     // SAFETY: `data` points at `len` initialized, aligned elements of a contiguous array whose
     // reference is now held in `owners`, which the ArrowColumn keeps for as long as it keeps the
     // slice. The array is read-only (a view of an immutable Arrow buffer), so nothing writes to
-    // it while it is read. The 'static lifetime never leaves ArrowColumnHandle: `column()` hands
+    // it while it is read. The 'static lifetime never leaves PyArrowColumn: `column()` hands
     // it out shortened to the handle's own borrow.
     Ok(unsafe { std::slice::from_raw_parts(data, len) })
 }
@@ -168,20 +168,20 @@ fn chunk(key: &str, args: ChunkArgs<'_>, owners: &mut Vec<Py<PyAny>>) -> PyResul
 
 /// One dataset column's Arrow chunks, borrowed from the numpy views it holds.
 #[pyclass(frozen, name = "ArrowColumn", module = "fastcollate._native")]
-pub struct ArrowColumnHandle {
+pub struct PyArrowColumn {
     column: ArrowColumn<'static>,
     /// The arrays `column` borrows from.
     _owners: Vec<Py<PyAny>>,
 }
 
-impl ArrowColumnHandle {
+impl PyArrowColumn {
     fn column(&self) -> &ArrowColumn<'_> {
         &self.column
     }
 }
 
 #[pymethods]
-impl ArrowColumnHandle {
+impl PyArrowColumn {
     #[new]
     fn new(key: String, chunks: Vec<ChunkArgs<'_>>) -> PyResult<Self> {
         let mut owners = Vec::new();
@@ -190,7 +190,7 @@ impl ArrowColumnHandle {
             .map(|args| chunk(&key, args, &mut owners))
             .collect::<PyResult<Vec<_>>>()?;
         let column = ArrowColumn::new(key, chunks)?;
-        Ok(ArrowColumnHandle {
+        Ok(PyArrowColumn {
             column,
             _owners: owners,
         })
@@ -227,10 +227,10 @@ impl ArrowColumnHandle {
 #[allow(clippy::too_many_arguments)]
 pub fn collate_arrow<'py>(
     py: Python<'py>,
-    columns: Vec<Bound<'py, ArrowColumnHandle>>,
-    index_map: Option<Bound<'py, ArrowColumnHandle>>,
+    columns: Vec<Bound<'py, PyArrowColumn>>,
+    index_map: Option<Bound<'py, PyArrowColumn>>,
     indices: Vec<i64>,
-    groups: Vec<Bound<'py, PadGroupSpec>>,
+    groups: Vec<Bound<'py, PyPadGroup>>,
     float32: bool,
     allow_ragged: bool,
     dtypes: Option<HashMap<String, String>>,

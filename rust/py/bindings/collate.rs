@@ -15,7 +15,7 @@ use crate::core::pad::{self, Layout, Output, PadGroup, Plan};
 
 use crate::py::convert::gather::{gather, KeepRaw};
 use crate::py::convert::in_place;
-use crate::py::convert::pad_plan::{build_plan, PadGroupSpec};
+use crate::py::convert::pad_plan::{build_plan, PyPadGroup};
 use crate::py::convert::rows::BatchKeys;
 use crate::py::convert::torch;
 use crate::py::output::numpy_arrays::output_to_py;
@@ -129,7 +129,7 @@ fn pad_groups_in_place<'py>(
 pub fn collate<'py>(
     py: Python<'py>,
     features: &Bound<'py, PyAny>,
-    groups: Vec<Bound<'py, PadGroupSpec>>,
+    groups: Vec<Bound<'py, PyPadGroup>>,
     float32: bool,
     allow_ragged: bool,
     dtypes: Option<HashMap<String, String>>,
@@ -155,15 +155,15 @@ pub fn collate<'py>(
 /// caller would finish it: keys renamed by `renames`, in a bare BatchEncoding given `data` and
 /// `batch_encoding_attributes` (what an empty one holds besides `data`). The caller states
 /// both; nothing here knows transformers' private names or its label rule.
-#[pyclass(frozen, module = "fastcollate._native")]
-pub struct CollatePlan {
+#[pyclass(frozen, name = "CollatePlan", module = "fastcollate._native")]
+pub struct PyCollatePlan {
     plan: Plan,
     keep: Keep,
     to_tensor: Option<Py<PyAny>>,
     finish: Option<Finish>,
 }
 
-/// How `collate_planned` finishes a batch of arrays or tensors alone (see `CollatePlan`).
+/// How `collate_planned` finishes a batch of arrays or tensors alone (see `PyCollatePlan`).
 struct Finish {
     class: Py<PyType>,
     attributes: Vec<(Py<PyString>, Py<PyAny>)>,
@@ -171,7 +171,7 @@ struct Finish {
 }
 
 #[pymethods]
-impl CollatePlan {
+impl PyCollatePlan {
     #[new]
     #[pyo3(signature = (
         groups, *, float32, keep_arrays=false, keep_numpy_scalars=false, to_tensor=None,
@@ -180,7 +180,7 @@ impl CollatePlan {
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        groups: Vec<Bound<'_, PadGroupSpec>>,
+        groups: Vec<Bound<'_, PyPadGroup>>,
         float32: bool,
         keep_arrays: bool,
         keep_numpy_scalars: bool,
@@ -214,7 +214,7 @@ impl CollatePlan {
                 })
             }
         };
-        Ok(CollatePlan {
+        Ok(PyCollatePlan {
             plan: build_plan(groups, float32, false, None)?,
             keep: Keep {
                 arrays: keep_arrays,
@@ -235,7 +235,7 @@ impl CollatePlan {
 pub fn collate_planned<'py>(
     py: Python<'py>,
     rows: &Bound<'py, PyAny>,
-    plan: &Bound<'py, CollatePlan>,
+    plan: &Bound<'py, PyCollatePlan>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let plan = plan.get();
     let to_tensor = plan.to_tensor.as_ref().map(|f| f.bind(py));

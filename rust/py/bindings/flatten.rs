@@ -1,9 +1,6 @@
 //! Binding for the flattening collator: reads `input_ids` (and `labels`) once, packs them with
 //! the interpreter released, and hands the packed buffers to numpy without copying.
 
-use numpy::ndarray::Array2;
-use numpy::{IntoPyArray, PyArray1};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
@@ -14,13 +11,14 @@ use crate::core::pad;
 use crate::py::convert::gather::{gather, KeepRaw};
 use crate::py::convert::ints;
 use crate::py::convert::rows::BatchKeys;
+use crate::py::output::numpy_arrays::{matrix, vector};
 
-fn one_row<'py, T: numpy::Element>(py: Python<'py>, values: Vec<T>) -> PyResult<Bound<'py, PyAny>> {
+fn one_row<T>(py: Python<'_>, values: Vec<T>) -> PyResult<Bound<'_, PyAny>>
+where
+    T: numpy::Element + Copy + for<'a> IntoPyObject<'a>,
+{
     let columns = values.len();
-    Ok(Array2::from_shape_vec((1, columns), values)
-        .map_err(|e| PyValueError::new_err(e.to_string()))?
-        .into_pyarray(py)
-        .into_any())
+    matrix(py, 1, columns, values)
 }
 
 fn not_integers(column: &Column) -> bool {
@@ -187,7 +185,7 @@ pub fn flatten_batch<'py>(
         result.set_item("seq_idx", one_row(py, values)?)?;
     }
     if let Some(values) = packed.cu_seq_lens {
-        result.set_item("cu_seq_lens", PyArray1::from_vec(py, values))?;
+        result.set_item("cu_seq_lens", vector(py, values)?)?;
         result.set_item("max_length", packed.max_length)?;
     }
     Ok(Some(result))

@@ -1,11 +1,11 @@
 //! Binding for the length-grouping core: borrows the numpy buffers, groups with the
 //! interpreter released, and hands the result to numpy without copying it.
 
-use numpy::PyArray1;
 use pyo3::prelude::*;
 
 use crate::core::grouping;
 use crate::py::convert::array_values::OwnedArray1;
+use crate::py::output::numpy_arrays::{vector, I64Array};
 
 /// `lengths` and `permutation` are int64 arrays of the same size; returns the grouped indices
 /// as an int64 array (transformers' `get_length_grouped_indices` after its `torch.randperm`).
@@ -17,10 +17,10 @@ pub fn group_by_length<'py>(
     permutation: OwnedArray1<i64>,
     batch_size: i64,
     mega_batch_mult: Option<i64>,
-) -> PyResult<Bound<'py, PyArray1<i64>>> {
+) -> PyResult<I64Array<'py>> {
     let (lengths, permutation) = (lengths.0, permutation.0);
     let indices = py.detach(|| {
         grouping::group_by_length(&lengths, &permutation, batch_size, mega_batch_mult)
     })?;
-    Ok(PyArray1::from_vec(py, indices))
+    vector(py, indices)
 }

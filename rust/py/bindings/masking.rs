@@ -4,16 +4,16 @@
 //! its checks read from the array's C fields first and nothing that runs Python code between its
 //! slice and the last write; the other arrays are copied first.
 
-use numpy::ndarray::Array2;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use numpy::{IntoPyArray, PyArray1, PyArray2, PyArray3, PyArrayMethods, PyUntypedArrayMethods};
+use numpy::{PyArray1, PyArray2, PyArray3, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::core::masking::{self, MaskOptions, Special};
 use crate::core::rng::Xoshiro256PlusPlus;
 use crate::py::convert::array_values::OwnedArray1;
+use crate::py::output::numpy_arrays::matrix;
 
 /// The values of a C-contiguous int64 array, copied at once (attached, no Python code run).
 fn copied<D: numpy::ndarray::Dimension>(
@@ -56,7 +56,7 @@ pub fn mask_tokens<'py>(
     special_ids: OwnedArray1<i64>,
     special_tokens_mask: Option<Bound<'py, PyArray2<i64>>>,
     offset_mapping: Option<Bound<'py, PyArray3<i64>>>,
-) -> PyResult<Bound<'py, PyArray2<i64>>> {
+) -> PyResult<Bound<'py, PyAny>> {
     let (rows, columns) = (input_ids.shape()[0], input_ids.shape()[1]);
     if let Some(mask) = &special_tokens_mask {
         if mask.shape() != [rows, columns] {
@@ -125,9 +125,7 @@ pub fn mask_tokens<'py>(
         )
     }?;
     // The labels Vec moves into numpy: no copy.
-    Ok(Array2::from_shape_vec((rows, columns), labels)
-        .map_err(|e| PyValueError::new_err(e.to_string()))?
-        .into_pyarray(py))
+    matrix(py, rows, columns, labels)
 }
 
 /// Atomically replaces `cells[index]` with `new` if it holds `current`, and returns the value

@@ -12,5 +12,6 @@ pub mod pack_dataset;
 pub mod pad_with_labels;
 pub mod preference;
 pub mod sampling;
+pub mod sizes;
 pub mod streams;
 pub mod trl_pad;

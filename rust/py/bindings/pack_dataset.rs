@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 
 use crate::core::pack_dataset::{self, Overflow, PackedRows};
 use crate::py::convert::array_values::OwnedArray1;
-use crate::py::output::numpy_arrays::I64Array;
+use crate::py::output::numpy_arrays::{vector, I64Array};
 
 type PackedArrays<'py> = (I64Array<'py>, I64Array<'py>, I64Array<'py>, I64Array<'py>);
 
@@ -21,13 +21,13 @@ fn overflow(split: bool) -> Overflow {
 
 /// A plan's four arrays, handed to numpy without a copy: piece starts, piece lengths, pieces
 /// per packed row (offsets), values per packed row (offsets).
-fn packed_arrays(py: Python<'_>, plan: PackedRows) -> PackedArrays<'_> {
-    (
-        PyArray1::from_vec(py, plan.starts),
-        PyArray1::from_vec(py, plan.lengths),
-        PyArray1::from_vec(py, plan.piece_offsets),
-        PyArray1::from_vec(py, plan.value_offsets),
-    )
+fn packed_arrays(py: Python<'_>, plan: PackedRows) -> PyResult<PackedArrays<'_>> {
+    Ok((
+        vector(py, plan.starts)?,
+        vector(py, plan.lengths)?,
+        vector(py, plan.piece_offsets)?,
+        vector(py, plan.value_offsets)?,
+    ))
 }
 
 /// TRL's best-fit decreasing over each batch `bounds[b]..bounds[b + 1]` of rows: (piece starts
@@ -46,7 +46,7 @@ pub fn pack_dataset_bfd<'py>(
     let (lengths, bounds) = (lengths.0, bounds.0);
     let plan =
         py.detach(|| pack_dataset::best_fit_decreasing(&lengths, &bounds, seq_length, overflow))?;
-    Ok(packed_arrays(py, plan))
+    packed_arrays(py, plan)
 }
 
 /// `whole_dataset=True`: all rows packed fullest-first (`pack_dataset::fullest_first`); the
@@ -62,7 +62,7 @@ pub fn pack_dataset_fullest<'py>(
     let overflow = overflow(split);
     let lengths = lengths.0;
     let plan = py.detach(|| pack_dataset::fullest_first(&lengths, seq_length, overflow))?;
-    Ok(packed_arrays(py, plan))
+    packed_arrays(py, plan)
 }
 
 /// TRL's `"wrapped"`: the packed rows' offsets into the flattened values.
@@ -75,7 +75,7 @@ pub fn pack_dataset_wrapped<'py>(
 ) -> PyResult<I64Array<'py>> {
     let (lengths, bounds) = (lengths.0, bounds.0);
     let offsets = py.detach(|| pack_dataset::wrapped(&lengths, &bounds, seq_length))?;
-    Ok(PyArray1::from_vec(py, offsets))
+    vector(py, offsets)
 }
 
 /// The pieces' fixed-width values (`width` bytes each), copied out of `values` in order; or,
@@ -93,12 +93,12 @@ pub fn pack_dataset_gather<'py>(
     match values {
         None => {
             let indices = py.detach(|| pack_dataset::take_indices(&starts, &lengths));
-            Ok(PyArray1::from_vec(py, indices).into_any())
+            Ok(vector(py, indices)?.into_any())
         }
         Some(values) => {
             let values = values.0;
             let out = py.detach(|| pack_dataset::gather(&values, width, &starts, &lengths))?;
-            Ok(PyArray1::from_vec(py, out).into_any())
+            Ok(vector(py, out)?.into_any())
         }
     }
 }
@@ -116,5 +116,5 @@ pub fn pack_dataset_gather_chunks<'py>(
     let (starts, lengths) = (starts.0, lengths.0);
     let slices: Vec<&[u8]> = chunks.iter().map(|chunk| chunk.0.as_slice()).collect();
     let out = py.detach(|| pack_dataset::gather_chunks(&slices, width, &starts, &lengths))?;
-    Ok(PyArray1::from_vec(py, out))
+    vector(py, out)
 }

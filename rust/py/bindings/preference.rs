@@ -2,8 +2,6 @@
 //! completion columns of the rows once, joins, cuts and pads them with the interpreter released
 //! (`core::preference`), and hands the matrices to numpy without copying.
 
-use numpy::ndarray::Array2;
-use numpy::{IntoPyArray, PyArray1};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString, PyTuple};
@@ -17,18 +15,7 @@ use crate::core::preference::{
 use crate::py::convert::gather::{gather, KeepRaw};
 use crate::py::convert::ints;
 use crate::py::convert::rows::BatchKeys;
-
-fn matrix<'py>(
-    py: Python<'py>,
-    rows: usize,
-    width: usize,
-    values: Vec<i64>,
-) -> PyResult<Bound<'py, PyAny>> {
-    Ok(Array2::from_shape_vec((rows, width), values)
-        .map_err(|e| PyValueError::new_err(e.to_string()))?
-        .into_pyarray(py)
-        .into_any())
-}
+use crate::py::output::numpy_arrays::{matrix, vector};
 
 fn sequences(column: &Column) -> PyResult<Sequences<'_>> {
     // Floats, bools and scalars are refused here; the Python side then finds the row.
@@ -225,12 +212,13 @@ impl ScalarKind {
 
 /// Every row's `key` as a 1-d array of `kind`, when `features` is a list of exact dicts that
 /// all hold an exact value of that kind under `key`; None otherwise (the caller then reads the
-/// column itself, which names a missing key or a bad value). Nothing here runs Python code.
+/// column itself, which names a missing key or a bad value); an error only from making the
+/// array. Nothing here runs Python code.
 fn scalar_column<'py>(
     features: &Bound<'py, PyAny>,
     key: &str,
     kind: ScalarKind,
-) -> Option<Bound<'py, PyAny>> {
+) -> Option<PyResult<Bound<'py, PyAny>>> {
     let py = features.py();
     let rows = features.cast_exact::<PyList>().ok()?;
     let key = PyString::new(py, key);
@@ -250,8 +238,8 @@ fn scalar_column<'py>(
         }
     }
     Some(match kind {
-        ScalarKind::Float32 => PyArray1::from_vec(py, floats).into_any(),
-        ScalarKind::Bool => PyArray1::from_vec(py, bools).into_any(),
+        ScalarKind::Float32 => vector(py, floats).map(Bound::into_any),
+        ScalarKind::Bool => vector(py, bools).map(Bound::into_any),
     })
 }
 
@@ -328,9 +316,12 @@ pub fn pad_prompt_completion<'py>(
             Ok(PyTuple::new(py, items)?.into_any())
         })
         .collect::<PyResult<Vec<_>>>()?;
-    out.extend(scalars.iter().map(|(key, kind)| {
-        scalar_column(features, key, *kind).unwrap_or_else(|| py.None().into_bound(py))
-    }));
+    for (key, kind) in scalars.iter() {
+        out.push(match scalar_column(features, key, *kind) {
+            Some(column) => column?,
+            None => py.None().into_bound(py),
+        });
+    }
     Ok(Some(out))
 }
 

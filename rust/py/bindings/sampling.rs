@@ -34,7 +34,7 @@ pub fn rebalance_epoch<'py>(
     };
     let (lengths, order) = (lengths.0, order.0);
     let batches = py.detach(|| plan.epoch(&lengths, &order, rank))?;
-    Ok(batch_arrays(py, batches))
+    batch_arrays(py, batches)
 }
 
 /// One epoch of token-budget batches (see `core::packing`), `rank`'s share of them.
@@ -67,5 +67,5 @@ pub fn pack_epoch<'py>(
         let all = plan.epoch(&lengths)?;
         packing::shard(&all, num_replicas, rank, drop_last)
     })?;
-    Ok(batch_arrays(py, batches))
+    batch_arrays(py, batches)
 }

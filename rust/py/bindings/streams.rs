@@ -3,7 +3,6 @@
 //! Each borrows the buffer's lengths, plans with the interpreter released, and hands back
 //! (indices, offsets, carried) arrays.
 
-use numpy::PyArray1;
 use pyo3::prelude::*;
 
 use crate::core::batches::Batches;
@@ -11,23 +10,23 @@ use crate::core::packing::PackingError;
 use crate::core::stream_grouping::BufferGrouping;
 use crate::core::stream_packing::BufferPacking;
 use crate::py::convert::array_values::OwnedArray1;
-use crate::py::output::numpy_arrays::{batch_arrays, I64Array};
+use crate::py::output::numpy_arrays::{batch_arrays, vector, I64Array};
 
 /// A buffer's batches to emit (buffer positions, as indices and offsets) and the positions
 /// carried into the next buffer.
 type BufferArrays<'py> = (I64Array<'py>, I64Array<'py>, I64Array<'py>);
 
-/// Plans one buffer from its lengths (borrowed, or copied once when strided) with the
-/// interpreter released, and hands back its arrays.
-fn plan_buffer<'py>(
+/// Cuts one buffer into batches from its lengths (borrowed, or copied once when strided) with
+/// the interpreter released, and hands back its arrays.
+fn batch_buffer<'py>(
     py: Python<'py>,
     lengths: OwnedArray1<i64>,
-    plan: impl FnOnce(&[i64]) -> Result<(Batches, Vec<i64>), PackingError> + Send,
+    batch: impl FnOnce(&[i64]) -> Result<(Batches, Vec<i64>), PackingError> + Send,
 ) -> PyResult<BufferArrays<'py>> {
     let lengths = lengths.0;
-    let (batches, carried) = py.detach(|| plan(&lengths))?;
-    let (indices, offsets) = batch_arrays(py, batches);
-    Ok((indices, offsets, PyArray1::from_vec(py, carried)))
+    let (batches, carried) = py.detach(|| batch(&lengths))?;
+    let (indices, offsets) = batch_arrays(py, batches)?;
+    Ok((indices, offsets, vector(py, carried)?))
 }
 
 /// One stream buffer sorted by length and cut into batches of `batch_size`: the batches to
@@ -51,7 +50,7 @@ pub fn group_stream_buffer<'py>(
         epoch,
         buffer_number,
     };
-    plan_buffer(py, lengths, |lengths| {
+    batch_buffer(py, lengths, |lengths| {
         plan.group(lengths)
             .map(|grouped| (grouped.batches, grouped.carried))
     })
@@ -80,7 +79,7 @@ pub fn pack_stream_buffer<'py>(
         epoch,
         buffer_number,
     };
-    plan_buffer(py, lengths, |lengths| {
+    batch_buffer(py, lengths, |lengths| {
         plan.pack(lengths)
             .map(|packed| (packed.batches, packed.carried))
     })

@@ -2,13 +2,12 @@
 //! lists or tuples of ints written straight into the padded int64 matrix, with its attention
 //! mask, without a dict per row or a column in between.
 
-use numpy::ndarray::Array2;
-use numpy::IntoPyArray;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
 use crate::core::pad;
 use crate::py::convert::ints;
+use crate::py::output::numpy_arrays::matrix;
 
 /// `(input_ids, attention_mask)`: `sequences` (exact lists or tuples of exact ints) padded
 /// with `pad_id` to the longest, rounded up to `multiple`, on the left when `left`, as int64
@@ -61,11 +60,9 @@ pub fn pad_sequences<'py>(
         return Ok(None);
     };
     let mask = pad::attention_mask(key, &lengths, target, left)?;
-    let matrix = |values: Vec<i64>| -> PyResult<Bound<'py, PyAny>> {
-        Ok(Array2::from_shape_vec((lengths.len(), target), values)
-            .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?
-            .into_pyarray(py)
-            .into_any())
-    };
-    Ok(Some((matrix(ids)?, matrix(mask)?)))
+    let rows = lengths.len();
+    Ok(Some((
+        matrix(py, rows, target, ids)?,
+        matrix(py, rows, target, mask)?,
+    )))
 }

@@ -17,6 +17,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyInt, PyList, PyString, PyTuple};
 
 use crate::core::pad::{self, Data, Layout, Output, PadGroup, Plan, Slots, Strategy};
+use crate::core::sizes;
 
 use super::array_values::{self, IntElement, IntValuesVisitor};
 use super::dlpack;
@@ -345,6 +346,15 @@ pub fn pad_group<'a, 'py>(
         columns: target,
     };
     let mask_key = mask.filter(|key| find(key).is_none());
+    // The group's buffers together within the machine's memory (each is alone, through
+    // `target_length`); a group that is not gives up, and the general path raises.
+    let bytes = rows.len().saturating_mul(target).saturating_mul(8);
+    let group_bytes: Vec<(&str, usize)> = members
+        .iter()
+        .map(|(member, _)| (member.key, bytes))
+        .chain(mask_key.map(|key| (key, bytes)))
+        .collect();
+    sizes::check_batch(&group_bytes).ok()?;
     let mut outputs = Vec::with_capacity(members.len() + 1);
     for (member, _) in &members {
         outputs.push(Output {

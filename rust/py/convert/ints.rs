@@ -1,15 +1,16 @@
 //! Python ints read straight from CPython's objects: a list's or tuple's item array walked
 //! without a reference count or a `Bound` per item, and small ints' digits read in place.
 //! All of this crate's raw-FFI int reading is here, with its safety arguments; it is compiled
-//! only where it is sound (a build with a GIL and the full C API: the cfgs `build.rs` takes
-//! from PyO3), and everywhere else the same functions take the safe way.
+//! only where it is sound (CPython with a GIL and the full C API: `cfg(raw_int_reads)`, which
+//! `build.rs` decides once from PyO3's cfgs), and everywhere else the same functions take the
+//! safe way.
 
 use std::mem::MaybeUninit;
 
 use pyo3::prelude::*;
-#[cfg(not(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy)))]
+#[cfg(raw_int_reads)]
 use pyo3::sync::PyOnceLock;
-#[cfg(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy))]
+#[cfg(not(raw_int_reads))]
 use pyo3::types::PyInt;
 
 use crate::core::column::Column;
@@ -21,7 +22,7 @@ use crate::core::pad::Slots;
 /// `sequence` must be a list when `is_list`, else a tuple. The slice borrows the items: it may
 /// be used only while nothing can run Python code or change the sequence (attached, in a build
 /// with a GIL, calling nothing that may call back into Python).
-#[cfg(not(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy)))]
+#[cfg(raw_int_reads)]
 unsafe fn sequence_items<'a>(
     sequence: &'a Bound<'_, PyAny>,
     is_list: bool,
@@ -49,7 +50,7 @@ unsafe fn sequence_items<'a>(
 ///
 /// # Safety
 /// `item` must be a live exact `int`.
-#[cfg(not(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy)))]
+#[cfg(raw_int_reads)]
 #[inline(always)]
 unsafe fn exact_int_value(item: *mut pyo3::ffi::PyObject, inline: bool) -> Option<i64> {
     if inline {
@@ -66,7 +67,7 @@ unsafe fn exact_int_value(item: *mut pyo3::ffi::PyObject, inline: bool) -> Optio
 /// tuple, read from its item array (no reference count, `Bound` or extraction call per item);
 /// returns how many items it took (it stops before an int past the int64 range, which the
 /// caller reads item by item): much less work per item than reading item by item.
-#[cfg(not(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy)))]
+#[cfg(raw_int_reads)]
 pub fn read_exact_ints(column: &mut Column, sequence: &Bound<'_, PyAny>, is_list: bool) -> usize {
     use pyo3::ffi;
     // SAFETY: the caller checked the sequence's type. Nothing below runs Python code (an exact
@@ -107,7 +108,7 @@ pub fn read_exact_ints(column: &mut Column, sequence: &Bound<'_, PyAny>, is_list
 
 /// Without the raw item array (no GIL, the limited API, PyPy, GraalPy) nothing is read here:
 /// the caller reads every item.
-#[cfg(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy))]
+#[cfg(not(raw_int_reads))]
 pub fn read_exact_ints(
     _column: &mut Column,
     _sequence: &Bound<'_, PyAny>,
@@ -137,7 +138,7 @@ pub fn write_exact_ints_from(
     place: &mut [MaybeUninit<i64>],
     whole: bool,
 ) -> bool {
-    #[cfg(not(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy)))]
+    #[cfg(raw_int_reads)]
     {
         // SAFETY: as in `read_exact_ints`: the caller checked the type, and nothing here runs
         // Python code.
@@ -151,7 +152,7 @@ pub fn write_exact_ints_from(
         };
         write_items(sequence.py(), items, place)
     }
-    #[cfg(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy))]
+    #[cfg(not(raw_int_reads))]
     {
         let _ = is_list;
         match sequence.len() {
@@ -184,7 +185,7 @@ pub fn write_exact_ints_from(
 /// Writes `items` (live objects) into `place`, as long as it, when every one is an exact int
 /// in the int64 range; `false` otherwise. Every slot of `place` is written when it returns
 /// `true`.
-#[cfg(not(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy)))]
+#[cfg(raw_int_reads)]
 #[inline(always)]
 fn write_items(
     py: Python<'_>,
@@ -232,7 +233,7 @@ pub fn append_exact_ints(
     if out.try_reserve(length).is_err() {
         return false;
     }
-    #[cfg(not(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy)))]
+    #[cfg(raw_int_reads)]
     {
         // SAFETY: as in `read_exact_ints`: the caller checked the type, and nothing here runs
         // Python code.
@@ -252,7 +253,7 @@ pub fn append_exact_ints(
         unsafe { out.set_len(start + length) };
         true
     }
-    #[cfg(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy))]
+    #[cfg(not(raw_int_reads))]
     {
         let start = out.len();
         out.resize(start + length, 0);
@@ -270,7 +271,7 @@ pub fn append_exact_ints(
 /// it is one and which. Found and checked once per process by asking CPython for every value
 /// in the range and checking each object sits where the array layout puts it; `None` (every
 /// int read the usual way) when they do not.
-#[cfg(not(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy)))]
+#[cfg(raw_int_reads)]
 #[derive(Clone, Copy)]
 struct SmallInts {
     /// The address of the object for `FIRST`.
@@ -281,7 +282,7 @@ struct SmallInts {
     shift: u32,
 }
 
-#[cfg(not(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy)))]
+#[cfg(raw_int_reads)]
 impl SmallInts {
     const FIRST: i64 = -5;
     const LAST: i64 = 256;
@@ -324,7 +325,7 @@ impl SmallInts {
     }
 }
 
-#[cfg(not(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy)))]
+#[cfg(raw_int_reads)]
 fn small_ints(py: Python<'_>) -> Option<SmallInts> {
     static SMALL_INTS: PyOnceLock<Option<SmallInts>> = PyOnceLock::new();
     *SMALL_INTS.get_or_init(py, || SmallInts::find(py))
@@ -332,7 +333,7 @@ fn small_ints(py: Python<'_>) -> Option<SmallInts> {
 
 /// Whether ints are stored in 30-bit digits held in `u32`s, as `small_int_value` reads them:
 /// every mainstream CPython build, checked once from `sys.int_info`.
-#[cfg(not(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy)))]
+#[cfg(raw_int_reads)]
 fn int_digits_are_30_bit(py: Python<'_>) -> bool {
     static INT_DIGITS_ARE_30_BIT: PyOnceLock<bool> = PyOnceLock::new();
     *INT_DIGITS_ARE_30_BIT.get_or_init(py, || {
@@ -351,7 +352,7 @@ fn int_digits_are_30_bit(py: Python<'_>) -> bool {
 ///
 /// # Safety
 /// `item` must be a live exact `int`, and ints must use 30-bit digits in `u32`s.
-#[cfg(not(any(Py_3_12, Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy)))]
+#[cfg(all(raw_int_reads, not(Py_3_12)))]
 #[inline(always)]
 unsafe fn small_int_value(item: *mut pyo3::ffi::PyObject) -> Option<i64> {
     // CPython <= 3.11 `PyLongObject` (Include/cpython/longintrepr.h): a var-object header whose
@@ -376,10 +377,7 @@ unsafe fn small_int_value(item: *mut pyo3::ffi::PyObject) -> Option<i64> {
 ///
 /// # Safety
 /// `item` must be a live exact `int`, and ints must use 30-bit digits in `u32`s.
-#[cfg(all(
-    Py_3_12,
-    not(any(Py_3_15, Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy))
-))]
+#[cfg(all(raw_int_reads, Py_3_12, not(Py_3_15)))]
 #[inline(always)]
 unsafe fn small_int_value(item: *mut pyo3::ffi::PyObject) -> Option<i64> {
     // Include/cpython/longintrepr.h (3.12-3.14): `lv_tag` is `digits << 3 | flags`, where the
@@ -409,7 +407,7 @@ unsafe fn small_int_value(item: *mut pyo3::ffi::PyObject) -> Option<i64> {
 
 /// Layouts this crate has not been checked against (a future CPython): every int goes through
 /// the C API.
-#[cfg(all(Py_3_15, not(any(Py_GIL_DISABLED, Py_LIMITED_API, PyPy, GraalPy))))]
+#[cfg(all(raw_int_reads, Py_3_15))]
 #[inline(always)]
 unsafe fn small_int_value(_item: *mut pyo3::ffi::PyObject) -> Option<i64> {
     None

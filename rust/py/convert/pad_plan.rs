@@ -1,6 +1,6 @@
 //! The pad plan from Python's arguments: `_native.PadGroup` (a pad group by name, checked once
 //! when a collator's settings are worked out) and the output dtypes, turned into a
-//! `core::pad::Plan` for `collate`, `CollatePlan` and `collate_arrow`.
+//! `core::pad::Plan` for `collate`, `PyCollatePlan` and `collate_arrow`.
 
 use std::collections::HashMap;
 
@@ -14,11 +14,11 @@ use crate::core::pad::{self, DType, Follower, PadGroup, Plan, Strategy};
 /// is padded, the keys padded beside it and the attention mask made for it. `collate` and
 /// `collate_arrow` take a list of these and only read them.
 #[pyclass(frozen, name = "PadGroup", module = "fastcollate._native")]
-pub struct PadGroupSpec {
+pub struct PyPadGroup {
     group: PadGroup,
 }
 
-impl PadGroupSpec {
+impl PyPadGroup {
     /// The core's group this stands for.
     pub fn group(&self) -> &PadGroup {
         &self.group
@@ -34,7 +34,7 @@ fn strategy_name(strategy: Strategy) -> (&'static str, Option<usize>) {
 }
 
 #[pymethods]
-impl PadGroupSpec {
+impl PyPadGroup {
     /// `strategy` is transformers' name ("longest", "max_length" with `max_length`, or
     /// "do_not_pad"); each follower is (key, pad value, whether each row must be exactly as
     /// long as the lead's); `attention_mask` is created (ones over each lead row) when absent.
@@ -71,7 +71,7 @@ impl PadGroupSpec {
                 .collect(),
             attention_mask,
         };
-        Ok(PadGroupSpec { group })
+        Ok(PyPadGroup { group })
     }
 
     /// The same group with one more follower padded beside the lead.
@@ -82,7 +82,7 @@ impl PadGroupSpec {
             pad_value,
             same_length_as_lead,
         });
-        PadGroupSpec { group }
+        PyPadGroup { group }
     }
 
     #[getter]
@@ -169,7 +169,7 @@ fn parse_dtype(name: &str) -> Result<DType, CollateError> {
 
 /// The core's plan from the arguments both `collate` and `collate_arrow` take.
 pub fn build_plan(
-    groups: Vec<Bound<'_, PadGroupSpec>>,
+    groups: Vec<Bound<'_, PyPadGroup>>,
     float32: bool,
     allow_ragged: bool,
     dtypes: Option<HashMap<String, String>>,

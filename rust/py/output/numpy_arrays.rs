@@ -165,13 +165,35 @@ pub fn output_to_py<'py>(py: Python<'py>, output: Output) -> PyResult<Bound<'py,
     }
 }
 
-/// An int64 numpy array owning a Rust Vec's buffer (`PyArray1::from_vec`).
+/// An int64 numpy array owning a Rust Vec's buffer (`vector`).
 pub type I64Array<'py> = Bound<'py, PyArray1<i64>>;
 
 /// Index batches (`core::batches`) as the samplers hand them to Python: (indices, offsets).
-pub fn batch_arrays(py: Python<'_>, batches: Batches) -> (I64Array<'_>, I64Array<'_>) {
-    (
-        PyArray1::from_vec(py, batches.indices),
-        PyArray1::from_vec(py, batches.offsets),
-    )
+pub fn batch_arrays(py: Python<'_>, batches: Batches) -> PyResult<(I64Array<'_>, I64Array<'_>)> {
+    Ok((vector(py, batches.indices)?, vector(py, batches.offsets)?))
+}
+
+/// `values` as a 1-d numpy array that owns their buffer (`owned_array`: no copy). Every
+/// binding's 1-d arrays leave through here.
+pub fn vector<T>(py: Python<'_>, values: Vec<T>) -> PyResult<Bound<'_, PyArray1<T>>>
+where
+    T: Element + Copy,
+{
+    let length = values.len();
+    Ok(owned_array(py, values, &[length])?.cast_into::<PyArray1<T>>()?)
+}
+
+/// `values` (row-major) as a `rows × columns` numpy array that owns their buffer
+/// (`owned_array`: no copy); a `ValueError` when their number is not `rows × columns`. Every
+/// binding's matrices leave through here.
+pub fn matrix<T>(
+    py: Python<'_>,
+    rows: usize,
+    columns: usize,
+    values: Vec<T>,
+) -> PyResult<Bound<'_, PyAny>>
+where
+    T: Element + Copy + for<'a> IntoPyObject<'a>,
+{
+    array(py, values, &Layout::Matrix { rows, columns })
 }
