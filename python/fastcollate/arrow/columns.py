@@ -91,7 +91,10 @@ def _chunk(array: Any) -> tuple[Any, ...]:
         size = array.type.list_size
         # `.values` ignores the slice: row r starts at (offset + r) * size.
         first = array.offset
-        offsets = _read_only(np.arange(first, first + rows + 1, dtype=np.int64) * size)
+        # Over an immutable bytes object, as the other views are over Arrow's buffers: memory
+        # no numpy array owns, so none can be resized while the native side reads it.
+        computed = np.arange(first, first + rows + 1, dtype=np.int64) * size
+        offsets = np.frombuffer(computed.tobytes(), dtype=np.int64)
         child = array.values
     elif types.is_list(array.type) or types.is_large_list(array.type):
         dtype = np.int64 if types.is_large_list(array.type) else np.int32

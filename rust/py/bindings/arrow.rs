@@ -16,7 +16,7 @@ use crate::core::pad;
 
 use crate::py::convert::pad_plan::{build_plan, PyPadGroup};
 use crate::py::output::numpy_arrays::output_to_py;
-use crate::py::output::output_buffers::OutputBuffers;
+use crate::py::output::output_buffers::{hand_out, OutputBuffers};
 
 /// One chunk as Python describes it: (rows, offsets or None, values type, values, values length,
 /// bit offset of boolean values, (validity bitmap, bit offset) or None, the same for the values).
@@ -31,8 +31,41 @@ type ChunkArgs<'py> = (
     Option<(Bound<'py, PyAny>, usize)>,
 );
 
-/// Borrows a read-only, contiguous, aligned 1-D numpy array of `T` for as long as `owners`
-/// holds it.
+/// Whether `array` is read-only and lies in memory no numpy array owns, read from the array
+/// objects' C fields (not `flags`, which a subclass can answer): it does not own its data, nor
+/// does any array down its chain of bases, which ends in another object that exported the
+/// memory (an Arrow buffer, through the buffer protocol) and keeps it while the view holds it.
+/// No numpy `resize` can move such memory (numpy resizes only arrays that own their data), so
+/// it may be read with the interpreter released.
+fn pinned_read_only<T: Element>(array: &Bound<'_, PyArray1<T>>) -> bool {
+    use numpy::npyffi::{self, PyArrayObject, NPY_ARRAY_OWNDATA, NPY_ARRAY_WRITEABLE};
+    let py = array.py();
+    let mut object = array.as_array_ptr();
+    // SAFETY: `object` is a live numpy array (checked by `PyArray_Check` past the first, which
+    // `array` is); its `flags` and `base` fields are read while it is held (`array` holds the
+    // first, each array its base) and no Python code runs.
+    unsafe {
+        if (*object).flags & NPY_ARRAY_WRITEABLE != 0 {
+            return false;
+        }
+        loop {
+            if (*object).flags & NPY_ARRAY_OWNDATA != 0 {
+                return false;
+            }
+            let base = (*object).base;
+            if base.is_null() {
+                return false;
+            }
+            if npyffi::PyArray_Check(py, base) == 0 {
+                return true;
+            }
+            object = base.cast::<PyArrayObject>();
+        }
+    }
+}
+
+/// Borrows a read-only, contiguous, aligned 1-D numpy array of `T` (in memory no numpy array
+/// owns: `pinned_read_only`) for as long as `owners` holds it.
 fn borrow<T: Element>(
     key: &str,
     what: &str,
@@ -45,8 +78,8 @@ fn borrow<T: Element>(
             std::any::type_name::<T>()
         ))
     })?;
-    let writeable: bool = array.getattr("flags")?.getattr("writeable")?.extract()?;
-    if writeable || !array.is_c_contiguous() {
+    // (An empty array is not read: `np.empty(0)` stands for a missing buffer.)
+    if !array.is_c_contiguous() || (array.len() > 0 && !pinned_read_only(array)) {
         return Err(PyValueError::new_err(format!(
             "'{key}': the {what} must be a read-only contiguous view of an Arrow buffer"
         )));
@@ -221,30 +254,17 @@ pub fn collate_arrow<'py>(
             .collect::<PyResult<_>>()?,
     };
     let index_map = index_map.as_ref().map(|m| m.get().column());
-    let mut buffers = output_buffer.as_ref().and_then(OutputBuffers::new);
-    let outputs = match &mut buffers {
-        None => py.detach(|| {
-            let gathered = arrow::gather_batch(&selected, index_map, &indices)?;
-            pad::collate(gathered, &plan).map_err(ArrowError::from)
-        })?,
-        // Sizes first, then a buffer for each output (attached), then the values.
-        Some(buffers) => {
-            let planned = py.detach(|| {
-                let gathered = arrow::gather_batch(&selected, index_map, &indices)?;
-                pad::plan_outputs(gathered, &plan).map_err(ArrowError::from)
-            })?;
-            let given = buffers.for_planned(&planned.outputs)?;
-            py.detach(|| planned.fill(given))?
-        }
-    };
+    let buffers = output_buffer.as_ref().and_then(OutputBuffers::new);
+    let outputs = py.detach(|| {
+        let gathered = arrow::gather_batch(&selected, index_map, &indices)?;
+        pad::collate(gathered, &plan).map_err(ArrowError::from)
+    })?;
     // Column order, then a created attention mask: the order `collate` gives.
+    let keys: Vec<String> = outputs.iter().map(|output| output.key.clone()).collect();
+    let values = hand_out(buffers.as_ref(), outputs, |output| output_to_py(py, output))?;
     let result = PyDict::new(py);
-    for output in outputs {
-        let key = output.key.clone();
-        match buffers.as_ref().and_then(|b| b.given_tensor(&output)) {
-            Some(tensor) => result.set_item(key, tensor)?,
-            None => result.set_item(key, output_to_py(py, output)?)?,
-        }
+    for (key, value) in keys.into_iter().zip(values) {
+        result.set_item(key, value)?;
     }
     Ok(result)
 }

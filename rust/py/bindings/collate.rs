@@ -19,7 +19,7 @@ use crate::py::convert::pad_plan::{build_plan, PyPadGroup};
 use crate::py::convert::rows::{check_no_later_keys, BatchKeys};
 use crate::py::convert::torch;
 use crate::py::output::numpy_arrays::output_to_py;
-use crate::py::output::output_buffers::OutputBuffers;
+use crate::py::output::output_buffers::{hand_out, OutputBuffers};
 use crate::py::output::torch_tensors;
 
 /// `collate`'s `keep_arrays` and `keep_numpy_scalars` (see `gather::KeepRaw`).
@@ -46,7 +46,6 @@ fn pad_groups_in_place<'py>(
     plan: &Plan,
     padded_keys: &[&str],
     only_keys: &Option<BatchKeys<'py>>,
-    mut buffers: Option<&mut OutputBuffers<'py>>,
 ) -> PyResult<Option<InPlace<'py>>> {
     // The rows as exact dicts, read in one pass.
     let size = if let Ok(list) = features.cast_exact::<PyList>() {
@@ -92,8 +91,7 @@ fn pad_groups_in_place<'py>(
     let mut outputs = Vec::with_capacity(keys.names.len() + plan.groups.len());
     let mut rest_groups = Vec::new();
     for group in &plan.groups {
-        let buffers = buffers.as_deref_mut();
-        match in_place::pad_group(&rows, &keys.names, &keys.objects, group, plan, buffers) {
+        match in_place::pad_group(&rows, &keys.names, &keys.objects, group, plan) {
             Some(group_outputs) => outputs.extend(group_outputs),
             None => rest_groups.push(group.clone()),
         }
@@ -119,8 +117,9 @@ fn pad_groups_in_place<'py>(
 /// `read::is_numpy_scalar_of_own_dtype`). With `to_tensor` (e.g. `torch.from_numpy`), every numeric output array is passed through it
 /// before it goes into the dict: the caller's conversion loop, done here. With
 /// `output_buffer` (`(key, shape, dtype) -> torch.Tensor`), each output that is not ragged is
-/// written straight into the tensor it returns, and that tensor is the output (see
-/// `output_buffers`); where torch has no DLPack exchange table it is not called.
+/// copied into the tensor it returns once the whole batch is read and padded, and that tensor
+/// is the output (see `output_buffers`); where torch has no DLPack exchange table it is not
+/// called.
 #[pyfunction]
 #[pyo3(signature = (
     features, groups, *, float32, allow_ragged=false, dtypes=None, keys=None, keep_arrays=false,
@@ -290,7 +289,7 @@ fn collate_with<'py>(
     keys: Option<BatchKeys<'py>>,
     keep: Keep,
     to_tensor: Option<&Bound<'py, PyAny>>,
-    mut buffers: Option<OutputBuffers<'py>>,
+    buffers: Option<OutputBuffers<'py>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let members = plan.groups.iter().map(|g| g.followers.len() + 2).sum();
     let mut padded_keys: Vec<&str> = Vec::with_capacity(members);
@@ -313,10 +312,7 @@ fn collate_with<'py>(
     let modes_off = torch::modes_off(py)?;
     // Groups padded straight from the rows (the usual batch); the rest is gathered into
     // columns and padded by the core.
-    let in_place = pad_groups_in_place(features, plan, &padded_keys, &keys, buffers.as_mut())?;
-    if let Some(buffers) = &mut buffers {
-        buffers.raise_kept()?;
-    }
+    let in_place = pad_groups_in_place(features, plan, &padded_keys, &keys)?;
     let (keys, in_place, rest_plan, gathered) = match in_place {
         None => {
             let (keys, gathered) = gather(features, &padded_keys, keys, keep)?;
@@ -344,7 +340,11 @@ fn collate_with<'py>(
                 Vec::new()
             } else {
                 let rest = keys.filtered(|key| !padded_here(key));
-                gather(features, &padded_keys, Some(rest), keep)?.1
+                // The rows read above, not `features` again: Python code that ran since (a
+                // patched tensor method, a `__del__`) may have added or removed rows, and every
+                // key comes from the same rows.
+                let same_rows = PyList::new(py, &rows)?;
+                gather(same_rows.as_any(), &padded_keys, Some(rest), keep)?.1
             };
             // The plan for what is left to the core, the padded groups taken out.
             let rest_plan = (!gathered.is_empty()).then(|| Plan {
@@ -379,39 +379,9 @@ fn collate_with<'py>(
         Vec::new()
     } else {
         let core_plan = rest_plan.as_ref().unwrap_or(plan);
-        match &mut buffers {
-            None => py.detach(|| pad::collate(numeric, core_plan))?,
-            // Sizes first, then a buffer for each output (attached), then the values.
-            Some(buffers) => {
-                let planned = pad::plan_outputs(numeric, core_plan)?;
-                let given = buffers.for_planned(&planned.outputs)?;
-                py.detach(|| planned.fill(given))?
-            }
-        }
+        py.detach(|| pad::collate(numeric, core_plan))?
     };
     outputs.extend(in_place);
-    if let Some(buffers) = &mut buffers {
-        // The labels read straight from the rows (`in_place::int_scalars`), copied over.
-        for output in &mut outputs {
-            buffers.take_over(output)?;
-        }
-    }
-    let result = PyDict::new(py);
-    // `torch.from_numpy` of each output: its tensors made straight from the buffers.
-    let direct = to_tensor.is_some_and(torch_tensors::is_torch_from_numpy);
-    let put = |object: &Bound<'py, PyString>, output: Output| -> PyResult<()> {
-        let ragged = matches!(output.layout, Layout::Ragged { .. });
-        if let Some(tensor) = buffers.as_ref().and_then(|b| b.given_tensor(&output)) {
-            return result.set_item(object, tensor);
-        }
-        match to_tensor {
-            Some(convert) if !ragged => result.set_item(
-                object,
-                torch_tensors::converted(py, output, convert, direct)?,
-            ),
-            _ => result.set_item(object, output_to_py(py, output)?),
-        }
-    };
     // The last output under a key wins, as a later insert into a map would.
     let take = |outputs: &mut Vec<Output>, name: &str| {
         outputs
@@ -419,12 +389,16 @@ fn collate_with<'py>(
             .rposition(|o| o.key == name)
             .map(|i| outputs.swap_remove(i))
     };
+    // Each key's entry in order: its raw list, or its output (handed out below).
+    let mut entries: Vec<(Bound<'py, PyString>, Option<Bound<'py, PyAny>>)> = Vec::new();
+    let mut leaving: Vec<Output> = Vec::new();
     for (index, (name, object)) in keys.names.iter().zip(&keys.objects).enumerate() {
         if let Some(at) = raw.iter().position(|(i, _)| *i == index) {
             let (_, values) = raw.swap_remove(at);
-            result.set_item(object, PyList::new(py, values)?)?;
+            entries.push((object.clone(), Some(PyList::new(py, values)?.into_any())));
         } else if let Some(output) = take(&mut outputs, name) {
-            put(object, output)?;
+            entries.push((object.clone(), None));
+            leaving.push(output);
         }
     }
     // Attention masks the rows did not hold, made by the padding.
@@ -436,7 +410,29 @@ fn collate_with<'py>(
             continue;
         }
         if let Some(output) = take(&mut outputs, mask) {
-            put(&PyString::new(py, mask), output)?;
+            entries.push((PyString::new(py, mask), None));
+            leaving.push(output);
+        }
+    }
+    // `torch.from_numpy` of each output: its tensors made straight from the buffers.
+    let direct = to_tensor.is_some_and(torch_tensors::is_torch_from_numpy);
+    let convert = |output: Output| -> PyResult<Bound<'py, PyAny>> {
+        let ragged = matches!(output.layout, Layout::Ragged { .. });
+        match to_tensor {
+            Some(convert) if !ragged => torch_tensors::converted(py, output, convert, direct),
+            _ => output_to_py(py, output),
+        }
+    };
+    let mut handed = hand_out(buffers.as_ref(), leaving, convert)?.into_iter();
+    let result = PyDict::new(py);
+    for (object, value) in entries {
+        match value {
+            Some(value) => result.set_item(object, value)?,
+            None => {
+                if let Some(value) = handed.next() {
+                    result.set_item(object, value)?;
+                }
+            }
         }
     }
     Ok(result)

@@ -1,6 +1,13 @@
 //! Binding for feature-extractor padding (`fastcollate.collators.feature_extraction`): numpy
-//! float rows (raw audio, or frames × features) read as borrowed slices, padded by the core
-//! with the interpreter released, handed back to numpy without a copy.
+//! float rows (raw audio, or frames × features) read in place and padded by the core into a
+//! new buffer, handed back to numpy without a copy.
+//!
+//! The rows are memory Python can move (`ndarray.resize(..., refcheck=False)` frees it, from
+//! another thread too), so they are read the way every raw read is (docs/design.md, "Every raw
+//! read"): every row checked first (type, dtype, shape, contiguity: C-level state of the array
+//! object, no Python code), then the slices taken and copied into the padded buffer with the
+//! interpreter held and nothing in between that could run Python; no numpy borrow is held
+//! (its release would have to find the array where it was).
 
 use numpy::{PyArrayDyn, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -11,27 +18,23 @@ use crate::core::frames::{self, FloatRow, FrameOptions};
 use crate::core::pad::Strategy;
 use crate::py::output::numpy_arrays::owned_array;
 
-/// The numpy arrays of `rows`, each of `ndim` dimensions, as borrowed arrays of one of two
-/// float dtypes; an error naming `key` and the row for anything else.
-enum Borrowed<'py> {
-    F32(numpy::PyReadonlyArrayDyn<'py, f32>),
-    F64(numpy::PyReadonlyArrayDyn<'py, f64>),
+/// A row's numpy array, of one of two float dtypes (not yet read).
+enum FloatArray<'py> {
+    F32(Bound<'py, PyArrayDyn<f32>>),
+    F64(Bound<'py, PyArrayDyn<f64>>),
 }
 
 fn row_error(key: &str, row: usize, what: &str) -> PyErr {
     PyTypeError::new_err(format!("'{key}' in row {row}: {what}"))
 }
 
-fn borrow_row<'py>(key: &str, row: usize, value: &Bound<'py, PyAny>) -> PyResult<Borrowed<'py>> {
-    if let Ok(array) = value.cast::<PyArrayDyn<f32>>() {
-        return Ok(Borrowed::F32(array.try_readonly().map_err(|_| {
-            row_error(key, row, "the array is being written elsewhere")
-        })?));
-    }
-    if let Ok(array) = value.cast::<PyArrayDyn<f64>>() {
-        return Ok(Borrowed::F64(array.try_readonly().map_err(|_| {
-            row_error(key, row, "the array is being written elsewhere")
-        })?));
+fn float_array<'py>(key: &str, row: usize, value: Bound<'py, PyAny>) -> PyResult<FloatArray<'py>> {
+    let value = match value.cast_into::<PyArrayDyn<f32>>() {
+        Ok(array) => return Ok(FloatArray::F32(array)),
+        Err(err) => err.into_inner(),
+    };
+    if let Ok(array) = value.cast_into::<PyArrayDyn<f64>>() {
+        return Ok(FloatArray::F64(array));
     }
     Err(row_error(
         key,
@@ -66,20 +69,24 @@ pub fn pad_frames<'py>(
     if ndim != 1 && ndim != 2 {
         return Err(PyValueError::new_err("rows have one or two dimensions"));
     }
-    let mut borrowed = Vec::with_capacity(rows.len());
+    // Every row's array and shape first (no Python code runs: C-level state only).
+    let mut arrays = Vec::with_capacity(rows.len());
     let mut row_frames = Vec::with_capacity(rows.len());
     let mut width: Option<usize> = None;
     for (row, value) in rows.iter().enumerate() {
-        let array = borrow_row(key, row, &value)?;
-        let shape = match &array {
-            Borrowed::F32(a) => a.shape().to_vec(),
-            Borrowed::F64(a) => a.shape().to_vec(),
+        let array = float_array(key, row, value)?;
+        let (shape, contiguous) = match &array {
+            FloatArray::F32(a) => (a.shape().to_vec(), a.is_c_contiguous()),
+            FloatArray::F64(a) => (a.shape().to_vec(), a.is_c_contiguous()),
         };
         if shape.len() != ndim {
             return Err(PyValueError::new_err(format!(
                 "'{key}' in row {row}: expected {ndim} dimension(s), got {}",
                 shape.len()
             )));
+        }
+        if !contiguous {
+            return Err(row_error(key, row, "the array is not C-contiguous"));
         }
         let row_width = if ndim == 2 { shape[1] } else { 1 };
         match width {
@@ -92,17 +99,9 @@ pub fn pad_frames<'py>(
             Some(_) => {}
         }
         row_frames.push(shape[0]);
-        borrowed.push(array);
+        arrays.push(array);
     }
     let width = width.unwrap_or(1);
-    let mut sources = Vec::with_capacity(borrowed.len());
-    for (row, array) in borrowed.iter().enumerate() {
-        let slice = match array {
-            Borrowed::F32(a) => a.as_slice().map(FloatRow::F32),
-            Borrowed::F64(a) => a.as_slice().map(FloatRow::F64),
-        };
-        sources.push(slice.map_err(|_| row_error(key, row, "the array is not C-contiguous"))?);
-    }
     let options = FrameOptions {
         strategy: Strategy::parse(strategy, max_length)?,
         pad_to_multiple_of,
@@ -117,7 +116,23 @@ pub fn pad_frames<'py>(
         left,
     };
     let layout = frames::frame_layout(key, &row_frames, width, &options)?;
-    let values = py.detach(|| frames::pad_frames(key, &sources, width, &layout, padding_value))?;
+    // Then the slices and the copy, attached, with nothing in between that runs Python code.
+    let mut sources = Vec::with_capacity(arrays.len());
+    for (row, array) in arrays.iter().enumerate() {
+        // SAFETY: each array was checked above to be C-contiguous of its dtype, and no Python
+        // code runs from here until `pad_frames` returns (the interpreter stays attached), so
+        // no one can resize or free it while its slice lives; the list holds the arrays.
+        let slice = unsafe {
+            match array {
+                FloatArray::F32(a) => a.as_slice().map(FloatRow::F32),
+                FloatArray::F64(a) => a.as_slice().map(FloatRow::F64),
+            }
+        };
+        sources.push(slice.map_err(|_| row_error(key, row, "the array is not C-contiguous"))?);
+    }
+    let values = frames::pad_frames(key, &sources, width, &layout, padding_value);
+    drop(sources);
+    let values = values?;
     let batch = row_frames.len();
     let values = if ndim == 1 {
         owned_array(py, values, &[batch, layout.frames])?
@@ -129,7 +144,7 @@ pub fn pad_frames<'py>(
     }
     let mask = match masks {
         None => {
-            let mask = py.detach(|| frames::frame_mask("attention_mask", &layout))?;
+            let mask = frames::frame_mask("attention_mask", &layout)?;
             owned_array(py, mask, &[batch, layout.frames])?
         }
         Some(masks) => given_masks(py, masks, &row_frames, &layout)?,
@@ -151,31 +166,40 @@ fn given_masks<'py>(
         row_frames: &[usize],
         layout: &frames::FrameLayout,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        // Every mask's array and length first (C-level state, no Python code), then the
+        // slices and the copy with nothing in between, as for the rows.
         let mut arrays = Vec::with_capacity(masks.len());
-        for value in masks.iter() {
-            let Ok(array) = value.cast::<numpy::PyArray1<T>>() else {
+        for (row, value) in masks.iter().enumerate() {
+            let Ok(array) = value.cast_into::<numpy::PyArray1<T>>() else {
                 return Ok(None);
             };
-            arrays.push(array.try_readonly().map_err(|_| {
-                PyValueError::new_err("'attention_mask': an array is being written elsewhere")
-            })?);
-        }
-        let mut slices: Vec<&[T]> = Vec::with_capacity(arrays.len());
-        for (row, array) in arrays.iter().enumerate() {
-            let slice = array
-                .as_slice()
-                .map_err(|_| row_error("attention_mask", row, "the array is not C-contiguous"))?;
-            if Some(&slice.len()) != row_frames.get(row) {
+            if !array.is_c_contiguous() {
+                return Err(row_error(
+                    "attention_mask",
+                    row,
+                    "the array is not C-contiguous",
+                ));
+            }
+            if Some(&array.len()) != row_frames.get(row) {
                 return Err(PyValueError::new_err(format!(
                     "'attention_mask' in row {row}: {} values for {} frames",
-                    slice.len(),
+                    array.len(),
                     row_frames.get(row).copied().unwrap_or(0)
                 )));
             }
+            arrays.push(array);
+        }
+        let mut slices: Vec<&[T]> = Vec::with_capacity(arrays.len());
+        for (row, array) in arrays.iter().enumerate() {
+            // SAFETY: checked C-contiguous above; no Python code runs until the padding
+            // below returns (attached), so nothing can move the array while it is read.
+            let slice = unsafe { array.as_slice() }
+                .map_err(|_| row_error("attention_mask", row, "the array is not C-contiguous"))?;
             slices.push(slice);
         }
-        let mask =
-            py.detach(|| frames::pad_frames("attention_mask", &slices, 1, layout, T::default()))?;
+        let mask = frames::pad_frames("attention_mask", &slices, 1, layout, T::default());
+        drop(slices);
+        let mask = mask?;
         Ok(Some(owned_array(
             py,
             mask,

@@ -1,21 +1,35 @@
-//! Binding for masked-LM masking: borrows the padded `input_ids` array for writing, masks it in
-//! place with the interpreter released, and hands the labels buffer to numpy without a copy.
+//! Binding for masked-LM masking: masks the padded `input_ids` array in place and hands the
+//! labels buffer to numpy without a copy. `input_ids` is memory Python can move
+//! (`ndarray.resize(..., refcheck=False)`, from another thread too), so it is written attached,
+//! its checks read from the array's C fields first and nothing that runs Python code between its
+//! slice and the last write; the other arrays are copied first.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use numpy::{
-    PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3,
-    PyUntypedArrayMethods,
-};
+use numpy::{PyArray1, PyArray2, PyArray3, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::core::masking::{self, MaskOptions, Special};
 use crate::core::rng::Xoshiro256PlusPlus;
+use crate::py::convert::array_values::OwnedArray1;
 use crate::py::output::numpy_arrays::matrix;
 
-fn contiguous<'a, T>(slice: Result<&'a [T], numpy::AsSliceError>, key: &str) -> PyResult<&'a [T]> {
-    slice.map_err(|_| PyValueError::new_err(format!("'{key}' must be a C-contiguous array")))
+/// The values of a C-contiguous int64 array, copied at once (attached, no Python code run).
+fn copied<D: numpy::ndarray::Dimension>(
+    array: &Bound<'_, numpy::PyArray<i64, D>>,
+    key: &str,
+) -> PyResult<Vec<i64>> {
+    if !array.is_c_contiguous() {
+        return Err(PyValueError::new_err(format!(
+            "'{key}' must be a C-contiguous array"
+        )));
+    }
+    // SAFETY: C-contiguous int64 (the cast); copied at once, attached, with no Python code run
+    // in between, so nothing can move the array while it is read.
+    unsafe { array.as_slice() }
+        .map(<[i64]>::to_vec)
+        .map_err(|_| PyValueError::new_err(format!("'{key}' must be a C-contiguous array")))
 }
 
 /// Masks `input_ids` (int64, 2-d, C-contiguous, writeable) in place and returns the labels
@@ -39,9 +53,9 @@ pub fn mask_tokens<'py>(
     random_replace_prob: f64,
     mask_token_id: i64,
     vocab_size: u64,
-    special_ids: PyReadonlyArray1<'py, i64>,
-    special_tokens_mask: Option<PyReadonlyArray2<'py, i64>>,
-    offset_mapping: Option<PyReadonlyArray3<'py, i64>>,
+    special_ids: OwnedArray1<i64>,
+    special_tokens_mask: Option<Bound<'py, PyArray2<i64>>>,
+    offset_mapping: Option<Bound<'py, PyArray3<i64>>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let (rows, columns) = (input_ids.shape()[0], input_ids.shape()[1]);
     if let Some(mask) = &special_tokens_mask {
@@ -62,22 +76,31 @@ pub fn mask_tokens<'py>(
             )));
         }
     }
-    let ids = contiguous(special_ids.as_slice(), "special_ids")?;
-    let special = match &special_tokens_mask {
-        Some(mask) => Special::Flags(contiguous(mask.as_slice(), "special_tokens_mask")?),
-        None => Special::Ids(ids),
-    };
-    let offsets = match &offset_mapping {
-        Some(offsets) => Some(contiguous(offsets.as_slice(), "offset_mapping")?),
+    let mask = match &special_tokens_mask {
+        Some(mask) => Some(copied(mask, "special_tokens_mask")?),
         None => None,
     };
-    // Fails (instead of aliasing) when input_ids is read-only or is one of the arrays above.
-    let mut writable = input_ids.try_readwrite().map_err(|err| {
-        PyValueError::new_err(format!("'input_ids' cannot be masked in place: {err}"))
-    })?;
-    let values = writable
-        .as_slice_mut()
-        .map_err(|_| PyValueError::new_err("'input_ids' must be a C-contiguous array"))?;
+    let offsets = match &offset_mapping {
+        Some(offsets) => Some(copied(offsets, "offset_mapping")?),
+        None => None,
+    };
+    let special = match &mask {
+        Some(mask) => Special::Flags(mask),
+        None => Special::Ids(&special_ids.0),
+    };
+    // The array's own C fields, not `flags` (which a subclass can answer).
+    // SAFETY: a live array, its flags field read while it is held.
+    let flags = unsafe { (*input_ids.as_array_ptr()).flags };
+    if flags & numpy::npyffi::NPY_ARRAY_WRITEABLE == 0 {
+        return Err(PyValueError::new_err(
+            "'input_ids' cannot be masked in place: the array is read-only",
+        ));
+    }
+    if !input_ids.is_c_contiguous() {
+        return Err(PyValueError::new_err(
+            "'input_ids' must be a C-contiguous array",
+        ));
+    }
     let options = MaskOptions {
         mlm_probability,
         mask_replace_prob,
@@ -85,10 +108,22 @@ pub fn mask_tokens<'py>(
         mask_token_id,
         vocab_size,
     };
-    let labels = py.detach(|| {
+    let labels = {
+        // SAFETY: writeable, C-contiguous int64 (checked above, and the cast); written
+        // attached, with no Python code run between this slice and the last write, so nothing
+        // can move or read the array meanwhile; every other input is a copy, so nothing aliases.
+        let values = unsafe { input_ids.as_slice_mut() }
+            .map_err(|_| PyValueError::new_err("'input_ids' must be a C-contiguous array"))?;
         let mut rng = Xoshiro256PlusPlus::for_batch(seed, worker, batch);
-        masking::mask_tokens(values, columns, &special, offsets, &options, &mut rng)
-    })?;
+        masking::mask_tokens(
+            values,
+            columns,
+            &special,
+            offsets.as_deref(),
+            &options,
+            &mut rng,
+        )
+    }?;
     // The labels Vec moves into numpy: no copy.
     matrix(py, rows, columns, labels)
 }

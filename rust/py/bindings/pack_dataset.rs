@@ -1,13 +1,11 @@
 //! Binding for `pack_dataset`'s core (`core::pack_dataset`): borrows the numpy row lengths and
 //! batch boundaries, plans with the interpreter released, and hands back numpy arrays.
 
-use std::borrow::Cow;
-
-use numpy::{PyArray1, PyReadonlyArray1};
+use numpy::PyArray1;
 use pyo3::prelude::*;
 
 use crate::core::pack_dataset::{self, Overflow, PackedRows};
-use crate::py::convert::array_values::borrowed_or_copied;
+use crate::py::convert::array_values::OwnedArray1;
 use crate::py::output::numpy_arrays::{vector, I64Array};
 
 type PackedArrays<'py> = (I64Array<'py>, I64Array<'py>, I64Array<'py>, I64Array<'py>);
@@ -39,13 +37,13 @@ fn packed_arrays(py: Python<'_>, plan: PackedRows) -> PyResult<PackedArrays<'_>>
 #[pyo3(signature = (lengths, bounds, seq_length, *, split))]
 pub fn pack_dataset_bfd<'py>(
     py: Python<'py>,
-    lengths: PyReadonlyArray1<'py, i64>,
-    bounds: PyReadonlyArray1<'py, i64>,
+    lengths: OwnedArray1<i64>,
+    bounds: OwnedArray1<i64>,
     seq_length: i64,
     split: bool,
 ) -> PyResult<PackedArrays<'py>> {
     let overflow = overflow(split);
-    let (lengths, bounds) = (borrowed_or_copied(&lengths), borrowed_or_copied(&bounds));
+    let (lengths, bounds) = (lengths.0, bounds.0);
     let plan =
         py.detach(|| pack_dataset::best_fit_decreasing(&lengths, &bounds, seq_length, overflow))?;
     packed_arrays(py, plan)
@@ -57,12 +55,12 @@ pub fn pack_dataset_bfd<'py>(
 #[pyo3(signature = (lengths, seq_length, *, split))]
 pub fn pack_dataset_fullest<'py>(
     py: Python<'py>,
-    lengths: PyReadonlyArray1<'py, i64>,
+    lengths: OwnedArray1<i64>,
     seq_length: i64,
     split: bool,
 ) -> PyResult<PackedArrays<'py>> {
     let overflow = overflow(split);
-    let lengths = borrowed_or_copied(&lengths);
+    let lengths = lengths.0;
     let plan = py.detach(|| pack_dataset::fullest_first(&lengths, seq_length, overflow))?;
     packed_arrays(py, plan)
 }
@@ -71,11 +69,11 @@ pub fn pack_dataset_fullest<'py>(
 #[pyfunction]
 pub fn pack_dataset_wrapped<'py>(
     py: Python<'py>,
-    lengths: PyReadonlyArray1<'py, i64>,
-    bounds: PyReadonlyArray1<'py, i64>,
+    lengths: OwnedArray1<i64>,
+    bounds: OwnedArray1<i64>,
     seq_length: i64,
 ) -> PyResult<I64Array<'py>> {
-    let (lengths, bounds) = (borrowed_or_copied(&lengths), borrowed_or_copied(&bounds));
+    let (lengths, bounds) = (lengths.0, bounds.0);
     let offsets = py.detach(|| pack_dataset::wrapped(&lengths, &bounds, seq_length))?;
     vector(py, offsets)
 }
@@ -86,19 +84,19 @@ pub fn pack_dataset_wrapped<'py>(
 #[pyo3(signature = (starts, lengths, values=None, width=1))]
 pub fn pack_dataset_gather<'py>(
     py: Python<'py>,
-    starts: PyReadonlyArray1<'py, i64>,
-    lengths: PyReadonlyArray1<'py, i64>,
-    values: Option<PyReadonlyArray1<'py, u8>>,
+    starts: OwnedArray1<i64>,
+    lengths: OwnedArray1<i64>,
+    values: Option<OwnedArray1<u8>>,
     width: usize,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let (starts, lengths) = (borrowed_or_copied(&starts), borrowed_or_copied(&lengths));
+    let (starts, lengths) = (starts.0, lengths.0);
     match values {
         None => {
             let indices = py.detach(|| pack_dataset::take_indices(&starts, &lengths));
             Ok(vector(py, indices)?.into_any())
         }
         Some(values) => {
-            let values = borrowed_or_copied(&values);
+            let values = values.0;
             let out = py.detach(|| pack_dataset::gather(&values, width, &starts, &lengths))?;
             Ok(vector(py, out)?.into_any())
         }
@@ -110,14 +108,13 @@ pub fn pack_dataset_gather<'py>(
 #[pyfunction]
 pub fn pack_dataset_gather_chunks<'py>(
     py: Python<'py>,
-    starts: PyReadonlyArray1<'py, i64>,
-    lengths: PyReadonlyArray1<'py, i64>,
-    chunks: Vec<PyReadonlyArray1<'py, u8>>,
+    starts: OwnedArray1<i64>,
+    lengths: OwnedArray1<i64>,
+    chunks: Vec<OwnedArray1<u8>>,
     width: usize,
 ) -> PyResult<Bound<'py, PyArray1<u8>>> {
-    let (starts, lengths) = (borrowed_or_copied(&starts), borrowed_or_copied(&lengths));
-    let chunks: Vec<Cow<'_, [u8]>> = chunks.iter().map(borrowed_or_copied).collect();
-    let slices: Vec<&[u8]> = chunks.iter().map(|chunk| chunk.as_ref()).collect();
+    let (starts, lengths) = (starts.0, lengths.0);
+    let slices: Vec<&[u8]> = chunks.iter().map(|chunk| chunk.0.as_slice()).collect();
     let out = py.detach(|| pack_dataset::gather_chunks(&slices, width, &starts, &lengths))?;
     vector(py, out)
 }

@@ -276,6 +276,17 @@ pub fn pad_prompt_completion<'py>(
         .into_iter()
         .map(|(key, kind)| Ok((key, ScalarKind::named(&kind)?)))
         .collect::<PyResult<Vec<_>>>()?;
+    // The rows taken once: a list the caller passed is copied (its items, not their values),
+    // so Python code that runs later in the call (an allocation's `__del__`) cannot add or
+    // remove a row between the padded keys and the scalar columns.
+    let snapshot;
+    let features = match features.cast_exact::<PyList>() {
+        Ok(list) => {
+            snapshot = PyList::new(py, list.iter())?.into_any();
+            &snapshot
+        }
+        Err(_) => features,
+    };
     let mut keys: Vec<String> = prompt_key.iter().cloned().collect();
     keys.extend(completion_keys);
     let options = JoinOptions {

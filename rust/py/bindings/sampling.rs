@@ -1,12 +1,11 @@
 //! Binding for the batch samplers' core (`rebalance`, `packing`): borrows the numpy lengths,
 //! computes an epoch with the interpreter released, and hands back (indices, offsets) arrays.
 
-use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
 
 use crate::core::packing::{self, Packing};
 use crate::core::rebalance::Rebalance;
-use crate::py::convert::array_values::borrowed_or_copied;
+use crate::py::convert::array_values::OwnedArray1;
 use crate::py::output::numpy_arrays::{batch_arrays, I64Array};
 
 type BatchArrays<'py> = (I64Array<'py>, I64Array<'py>);
@@ -19,8 +18,8 @@ type BatchArrays<'py> = (I64Array<'py>, I64Array<'py>);
 #[allow(clippy::too_many_arguments)]
 pub fn rebalance_epoch<'py>(
     py: Python<'py>,
-    lengths: PyReadonlyArray1<'py, i64>,
-    order: PyReadonlyArray1<'py, i64>,
+    lengths: OwnedArray1<i64>,
+    order: OwnedArray1<i64>,
     effective_batch_size: usize,
     dp_size: usize,
     grad_accum: usize,
@@ -33,7 +32,7 @@ pub fn rebalance_epoch<'py>(
         grad_accum,
         drop_last,
     };
-    let (lengths, order) = (borrowed_or_copied(&lengths), borrowed_or_copied(&order));
+    let (lengths, order) = (lengths.0, order.0);
     let batches = py.detach(|| plan.epoch(&lengths, &order, rank))?;
     batch_arrays(py, batches)
 }
@@ -44,7 +43,7 @@ pub fn rebalance_epoch<'py>(
 #[allow(clippy::too_many_arguments)]
 pub fn pack_epoch<'py>(
     py: Python<'py>,
-    lengths: PyReadonlyArray1<'py, i64>,
+    lengths: OwnedArray1<i64>,
     max_tokens: i64,
     window: usize,
     shuffle: bool,
@@ -63,7 +62,7 @@ pub fn pack_epoch<'py>(
         epoch,
         truncate,
     };
-    let lengths = borrowed_or_copied(&lengths);
+    let lengths = lengths.0;
     let batches = py.detach(|| {
         let all = plan.epoch(&lengths)?;
         packing::shard(&all, num_replicas, rank, drop_last)

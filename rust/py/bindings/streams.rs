@@ -3,14 +3,13 @@
 //! Each borrows the buffer's lengths, plans with the interpreter released, and hands back
 //! (indices, offsets, carried) arrays.
 
-use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
 
 use crate::core::batches::Batches;
 use crate::core::packing::PackingError;
 use crate::core::stream_grouping::BufferGrouping;
 use crate::core::stream_packing::BufferPacking;
-use crate::py::convert::array_values::borrowed_or_copied;
+use crate::py::convert::array_values::OwnedArray1;
 use crate::py::output::numpy_arrays::{batch_arrays, vector, I64Array};
 
 /// A buffer's batches to emit (buffer positions, as indices and offsets) and the positions
@@ -21,10 +20,10 @@ type BufferArrays<'py> = (I64Array<'py>, I64Array<'py>, I64Array<'py>);
 /// the interpreter released, and hands back its arrays.
 fn batch_buffer<'py>(
     py: Python<'py>,
-    lengths: PyReadonlyArray1<'py, i64>,
+    lengths: OwnedArray1<i64>,
     batch: impl FnOnce(&[i64]) -> Result<(Batches, Vec<i64>), PackingError> + Send,
 ) -> PyResult<BufferArrays<'py>> {
-    let lengths = borrowed_or_copied(&lengths);
+    let lengths = lengths.0;
     let (batches, carried) = py.detach(|| batch(&lengths))?;
     let (indices, offsets) = batch_arrays(py, batches)?;
     Ok((indices, offsets, vector(py, carried)?))
@@ -37,7 +36,7 @@ fn batch_buffer<'py>(
 #[pyo3(signature = (lengths, batch_size, *, last, seed, epoch, buffer_number))]
 pub fn group_stream_buffer<'py>(
     py: Python<'py>,
-    lengths: PyReadonlyArray1<'py, i64>,
+    lengths: OwnedArray1<i64>,
     batch_size: i64,
     last: bool,
     seed: u64,
@@ -64,7 +63,7 @@ pub fn group_stream_buffer<'py>(
 #[allow(clippy::too_many_arguments)]
 pub fn pack_stream_buffer<'py>(
     py: Python<'py>,
-    lengths: PyReadonlyArray1<'py, i64>,
+    lengths: OwnedArray1<i64>,
     max_tokens: i64,
     truncate: bool,
     last: bool,

@@ -1,26 +1,50 @@
 //! A numpy array's values as a Rust slice, borrowed where the array is contiguous and copied
-//! once where it is strided: any element type (`with_values`, and `borrowed_or_copied` for the
-//! typed int64/uint8 arrays the sampling and packing bindings take), and integer arrays of any
+//! once where it is strided: any element type (`with_values`; `OwnedArray1` copies the typed
+//! int64/uint8 arrays the sampling and packing bindings take), and integer arrays of any
 //! width read as int64 (`IntElement`, `IntValuesVisitor`, `with_int_values`, `append_ints`).
 
-use std::borrow::Cow;
-
-use numpy::{
-    PyArray1, PyArrayDescrMethods, PyArrayMethods, PyReadonlyArray1, PyUntypedArray,
-    PyUntypedArrayMethods,
-};
+use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
 use crate::core::pad::Slots;
 
-/// A 1-d array's values: borrowed when it is contiguous (the usual case), else copied once.
-pub fn borrowed_or_copied<'a, T: numpy::Element + Copy>(
-    array: &'a PyReadonlyArray1<'_, T>,
-) -> Cow<'a, [T]> {
-    match array.as_slice() {
-        Ok(slice) => Cow::Borrowed(slice),
-        Err(_) => Cow::Owned(array.as_array().to_vec()),
+/// A 1-d numpy array of `T` copied into Rust memory as it is taken (a binding's argument),
+/// attached to the interpreter: what a binding reads with the interpreter released is never
+/// the array's own memory, which Python can move or free meanwhile (`ndarray.resize(...,
+/// refcheck=False)` from another thread). No numpy borrow is taken either: its release would
+/// have to find the array where it was.
+pub struct OwnedArray1<T>(pub Vec<T>);
+
+impl<'a, 'py, T: numpy::Element + Copy> FromPyObject<'a, 'py> for OwnedArray1<T> {
+    type Error = PyErr;
+
+    fn extract(obj: pyo3::Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        let array = obj.cast::<PyArray1<T>>().map_err(PyErr::from)?;
+        Ok(OwnedArray1(owned_values(&array)?))
     }
+}
+
+/// The values of `array`, copied. A strided or unaligned array is first copied by numpy (its
+/// `copy()`, a fresh C-contiguous array no one else holds).
+pub fn owned_values<T: numpy::Element + Copy>(array: &Bound<'_, PyArray1<T>>) -> PyResult<Vec<T>> {
+    let fresh;
+    let array = if array.is_c_contiguous() && array.is_aligned() {
+        array
+    } else {
+        fresh = array.call_method0("copy")?.cast_into::<PyArray1<T>>()?;
+        if !(fresh.is_c_contiguous() && fresh.is_aligned()) {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "an array that cannot be read as contiguous values",
+            ));
+        }
+        &fresh
+    };
+    // SAFETY: checked C-contiguous and aligned, of `T` (the cast); the slice is copied at once,
+    // attached, with no Python code run in between, so nothing can move the array meanwhile.
+    let values = unsafe { array.as_slice() }
+        .map(<[T]>::to_vec)
+        .map_err(|_| pyo3::exceptions::PyValueError::new_err("a non-contiguous array"))?;
+    Ok(values)
 }
 
 /// Hands `read` the values of a 1-d array of `T` (copied out first when it is strided).

@@ -25,7 +25,6 @@ use super::ints;
 use super::tensor_concat::{concatenate_tensors, ConcatenatedRows};
 use super::tensor_ints::{self, TensorInts};
 use super::torch;
-use crate::py::output::output_buffers::OutputBuffers;
 
 /// One key's values across the batch, as they will be read.
 enum KeyRows<'py> {
@@ -267,14 +266,12 @@ fn fill_member(
 /// Pads `group` straight from the rows when it can (see the module's note): its outputs, in
 /// no particular order, or None to leave the group to the general path. `keys` are the keys
 /// being collated (a key of the group outside them is not padded, as in the general path).
-/// With `buffers`, each output is written into the buffer they give for it (`Data::Given`).
 pub fn pad_group<'a, 'py>(
     rows: &[Bound<'py, PyDict>],
     keys: &'a [String],
     py_keys: &[Bound<'py, PyString>],
     group: &'a PadGroup,
     plan: &Plan,
-    mut buffers: Option<&mut OutputBuffers<'py>>,
 ) -> Option<Vec<Output>> {
     let find = |key: &str| keys.iter().position(|k| k == key);
     let wanted = group.members();
@@ -297,8 +294,6 @@ pub fn pad_group<'a, 'py>(
         found.push((&keys[position], pad_value, same_length));
         values.push(key_values(rows, &py_keys[position])?);
     }
-    // Kept to view the rows again once the output buffers are taken (below).
-    let values_again = buffers.is_some().then(|| values.clone());
     let mut members: Vec<(Member<'a, 'py>, bool)> = Vec::with_capacity(found.len());
     for ((key, pad_value, same_length), member_rows) in found.into_iter().zip(members_rows(values)?)
     {
@@ -360,49 +355,22 @@ pub fn pad_group<'a, 'py>(
         .chain(mask_key.map(|key| (key, bytes)))
         .collect();
     sizes::check_batch(&group_bytes).ok()?;
-    // Every buffer first: the provider is Python code, which could move a row's storage, so
-    // the views taken above are dropped and taken again after it, with the rows' lengths
-    // unchanged; nothing but reads follows them.
-    let mut reserved = Vec::new();
-    if let Some(buffers) = buffers.as_deref_mut() {
-        for (member, _) in &members {
-            reserved.push(buffers.reserve_int64(member.key, &layout)?);
-        }
-        if let Some(mask_key) = mask_key {
-            reserved.push(buffers.reserve_int64(mask_key, &layout)?);
-        }
-        for ((member, _), rows) in members.iter_mut().zip(members_rows(values_again?)?) {
-            if lengths_of(&rows)? != member.lengths {
-                return None;
-            }
-            member.rows = rows;
-        }
-    }
-    let mut reserved = reserved.into_iter();
     let mut outputs = Vec::with_capacity(members.len() + 1);
     for (member, _) in &members {
-        let into = match (buffers.as_deref_mut(), reserved.next()) {
-            (Some(buffers), Some(index)) => Some(buffers.int64_at(index)?),
-            _ => None,
-        };
         outputs.push(Output {
             key: member.key.to_owned(),
-            data: fill_member(member, target, group.left, into)?,
+            data: fill_member(member, target, group.left, None)?,
             layout: layout.clone(),
         });
     }
     if let Some(mask_key) = mask_key {
-        let into = match (buffers, reserved.next()) {
-            (Some(buffers), Some(index)) => Some(buffers.int64_at(index)?),
-            _ => None,
-        };
         let ones = pad::fill_data(
             mask_key,
             &lead_lengths,
             target,
             0,
             group.left,
-            into,
+            None,
             |row, out| {
                 out.resize(out.len() + lead_lengths[row], 1);
                 true

@@ -169,3 +169,89 @@ pub(crate) fn modes_off(py: Python<'_>) -> PyResult<ModesOff<'_>> {
         entered: Some(guard),
     })
 }
+
+/// The C methods `allocated_by_torch` calls, found once: `TensorBase.untyped_storage`,
+/// `StorageBase.resizable` and the `DisableTorchFunction` type, each taken from torch's own C
+/// types (static types, which no Python code can patch), checked to be C (a method descriptor,
+/// a static type). None where this torch has no such thing.
+struct StorageQuery {
+    untyped_storage: Py<PyAny>,
+    resizable: Py<PyAny>,
+    disable: Py<PyAny>,
+}
+
+static STORAGE_QUERY: PyOnceLock<Option<StorageQuery>> = PyOnceLock::new();
+
+/// Whether `ty` is a static (C, not heap-allocated) type: its attributes cannot be set.
+fn is_static_type(ty: &Bound<'_, PyType>) -> bool {
+    // SAFETY: a live type object.
+    let flags = unsafe { ffi::PyType_GetFlags(ty.as_type_ptr()) };
+    flags & ffi::Py_TPFLAGS_HEAPTYPE == 0
+}
+
+fn storage_query(py: Python<'_>) -> Option<&StorageQuery> {
+    STORAGE_QUERY
+        .get_or_init(py, || {
+            let torch_c = py.import("torch._C").ok()?;
+            let static_type = |name: &str| {
+                let ty = torch_c.getattr(name).ok()?.cast_into::<PyType>().ok()?;
+                is_static_type(&ty).then_some(ty)
+            };
+            let tensor_base = static_type("TensorBase")?;
+            let storage_base = static_type("StorageBase")?;
+            let disable = static_type("DisableTorchFunction")?;
+            if !torch_tensor_type(py)?.is_subclass(&tensor_base).ok()? {
+                return None;
+            }
+            // A C method's descriptor has the type `str.join`'s has.
+            let method_descriptor = py
+                .get_type::<pyo3::types::PyString>()
+                .getattr("__dict__")
+                .ok()?
+                .get_item("join")
+                .ok()?
+                .get_type();
+            let method = |ty: &Bound<'_, PyType>, name: &str| {
+                let found = ty.getattr("__dict__").ok()?.get_item(name).ok()?;
+                found
+                    .get_type()
+                    .is(&method_descriptor)
+                    .then(|| found.unbind())
+            };
+            Some(StorageQuery {
+                untyped_storage: method(&tensor_base, "untyped_storage")?,
+                resizable: method(&storage_base, "resizable")?,
+                disable: disable.into_any().unbind(),
+            })
+        })
+        .as_ref()
+}
+
+/// Whether `tensor` (an exact `torch.Tensor`) lies in memory torch allocated itself (a
+/// resizable storage), not a view of memory another owner lent it (a numpy array, a memory
+/// map, a bytes object, DLPack), which may be read-only. Asked of torch's C methods with torch
+/// functions off (see `StorageQuery`): a method patched onto `torch.Tensor` or
+/// `torch.UntypedStorage`, a torch function mode or a subclass cannot answer it. An error where
+/// this torch has no such methods.
+pub(crate) fn allocated_by_torch(tensor: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let py = tensor.py();
+    let query = storage_query(py).ok_or_else(|| {
+        pyo3::exceptions::PyTypeError::new_err(
+            "output buffers need torch's TensorBase.untyped_storage and \
+             StorageBase.resizable C methods",
+        )
+    })?;
+    let guard = query.disable.bind(py).call0()?;
+    guard.call_method0(intern!(py, "__enter__"))?;
+    let answer = (|| {
+        let storage = query.untyped_storage.bind(py).call1((tensor,))?;
+        let resizable = query.resizable.bind(py).call1((&storage,))?;
+        Ok::<_, PyErr>(
+            resizable
+                .cast_exact::<pyo3::types::PyBool>()
+                .is_ok_and(|b| b.is_true()),
+        )
+    })();
+    guard.call_method1(intern!(py, "__exit__"), (py.None(), py.None(), py.None()))?;
+    answer
+}
