@@ -9,7 +9,6 @@ into Python rows on the way, except where the row path is the documented fallbac
 from __future__ import annotations
 
 import copy
-import os
 from contextlib import contextmanager
 
 import datasets
@@ -28,13 +27,14 @@ from fastcollate.arrow import accepts_arrow_batches
 from fastcollate.arrow.trainer_datasets import wrap_for_trainer
 from tests.support.arrow_datasets import INT_TYPES, sequence_feature, transformed
 from tests.support.compare import assert_same_batch, has_object_array
+from tests.support.hypothesis_profiles import examples
 
 pytestmark = pytest.mark.parity
 
 datasets.disable_progress_bars()
 
 SETTINGS = settings(
-    max_examples=int(os.environ.get("FASTCOLLATE_ARROW_EXAMPLES", 25)),
+    max_examples=examples(25),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -373,7 +373,7 @@ def test_flattening_arrow_equals_rows_and_transformers(case):
 
 @pytest.mark.parametrize("labels", [False, True])
 @pytest.mark.parametrize("return_tensors", ["pt", "np"])
-@settings(deadline=None, max_examples=10)
+@settings(deadline=None, max_examples=examples(10))
 @given(indices=st.sampled_from([[0, 1, 2], [1, 0, 3, 2], [1, 3], [2, 1]]))
 def test_flattening_arrow_leaves_out_empty_rows_as_the_row_path_does(
     labels, return_tensors, indices

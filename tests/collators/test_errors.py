@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fastcollate
+from tests.support.hypothesis_profiles import examples
 
 pytestmark = pytest.mark.parity
 
@@ -147,7 +148,7 @@ junk = st.recursive(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(rows=st.lists(st.dictionaries(st.sampled_from(["input_ids", "label", "attention_mask"]),
                                      junk, max_size=3), max_size=4),
        return_tensors=st.sampled_from([None, "np", "pt"]))

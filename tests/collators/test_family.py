@@ -6,7 +6,6 @@ padding sides, "pt" and "np"), plus bad-input tests. Inputs must come back untou
 from __future__ import annotations
 
 import copy
-import os
 import warnings
 
 import numpy as np
@@ -20,11 +19,12 @@ from transformers.utils import PaddingStrategy
 
 import fastcollate
 from tests.support.compare import assert_same_batch, has_object_array
+from tests.support.hypothesis_profiles import examples
 
 pytestmark = pytest.mark.parity
 
 SETTINGS = settings(
-    max_examples=int(os.environ.get("FASTCOLLATE_EXAMPLES", 50)),
+    max_examples=examples(50),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )

@@ -10,7 +10,6 @@ the repository root."""
 from __future__ import annotations
 
 import json
-import os
 import select
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.hypothesis_profiles import examples
 from tests.support.repository import child_env
 
 pytestmark = pytest.mark.parity
@@ -71,7 +71,7 @@ def worker():
 # About 15 s here, well inside the minute: the worker makes ~100 calls a second after its
 # start (torch, transformers and the tokenizer load once).
 @settings(
-    max_examples=int(os.environ.get("FASTCOLLATE_FUZZ_EXAMPLES", "600")),
+    max_examples=examples(600),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     database=None,
@@ -86,7 +86,7 @@ def test_hostile_inputs_keep_the_rules(worker, seed):
 # tensor rows, under a mode that lies about what a tensor reports or moves the rows' memory
 # mid-call.
 @settings(
-    max_examples=int(os.environ.get("FASTCOLLATE_FUZZ_MODE_EXAMPLES", "200")),
+    max_examples=examples(200),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     database=None,

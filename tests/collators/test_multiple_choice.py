@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import fastcollate
 from tests.support.compare import assert_same_batch
+from tests.support.hypothesis_profiles import examples as example_count
 
 pytestmark = pytest.mark.parity
 
@@ -62,7 +63,9 @@ def options(draw):
     return opts
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=example_count(80), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(batch=examples(), opts=options(), side=st.sampled_from(["right", "left"]))
 def test_multiple_choice_matches_transformers(bert_tokenizer, batch, opts, side):
     bert_tokenizer.padding_side = side

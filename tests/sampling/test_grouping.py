@@ -19,10 +19,11 @@ from fastcollate import (
     get_length_grouped_indices,
     sequence_lengths,
 )
+from tests.support.hypothesis_profiles import examples
 
 pytestmark = pytest.mark.parity
 
-SETTINGS = settings(max_examples=40, deadline=None)
+SETTINGS = settings(max_examples=examples(40), deadline=None)
 
 
 def generator(seed: int) -> torch.Generator:
