@@ -7,6 +7,7 @@ for `batch.to_pylist()` -- read from the Arrow buffers where the collator can, w
 from __future__ import annotations
 
 import copy
+import importlib.util
 
 import datasets
 import numpy as np
@@ -375,6 +376,9 @@ def test_empty_batches_raise_as_the_row_path(bert_tokenizer):
     assert type(ours.value) is type(rows.value) and str(ours.value) == str(rows.value)
 
 
+@pytest.mark.skipif(
+    importlib.util.find_spec("trl") is None, reason="TRL is not installed (it needs Python 3.11)"
+)
 @SETTINGS
 @given(
     batch=st.one_of(record_batches(labels="same"), record_batches()),

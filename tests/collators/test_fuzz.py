@@ -111,3 +111,19 @@ def test_construction_check_reports_a_disagreement():
 
     assert fuzz_cases.made_as_called("DataCollatorForLanguageModeling", {"mlm_probability": 2.0})
     assert fuzz_cases.made_as_called("DataCollatorForSeq2Seq", {"padding": "bogus"}) is None
+
+
+def test_comparison_takes_a_deep_copy_for_the_value_it_copies():
+    """The harness itself: transformers is given a deep copy of the rows, so a value both pass
+    through (a plain object, equal only to itself) comes back as the copy on its side."""
+    import copy
+
+    from tests.support import fuzz_cases
+
+    rows = [{"input_ids": [1, 2], "extra": object()}]
+    copies: dict = {}
+    theirs = copy.deepcopy(rows, copies)
+    assert fuzz_cases.same_output(rows, theirs, copies=copies) is None
+    assert fuzz_cases.same_output(rows, theirs) is not None
+    other = [{"input_ids": [1, 2], "extra": object()}]
+    assert fuzz_cases.same_output(rows, other, copies=copies) is not None
