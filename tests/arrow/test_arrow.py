@@ -494,6 +494,7 @@ def tiny_bert():
     return transformers.BertForSequenceClassification(config)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["random", "group_by_length"])
 def test_trainer_trains_through_the_arrow_path(bert_tokenizer, tmp_path, strategy):
     # Text columns are removed (remove_unused_columns) before the dataset is wrapped; the

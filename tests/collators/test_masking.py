@@ -576,6 +576,7 @@ def fine_tune_losses(trainer_cls, collator, model_path, dataset, tmp_path):
     return [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
 
 
+@pytest.mark.slow
 def test_mlm_fine_tune_loss_falls_as_with_transformers_collator(
     bert_tokenizer, model_path, tmp_path
 ):

@@ -60,6 +60,7 @@ def run(kind, tmp_path, tokenizer, max_steps, stop_at=None, resume=None):
     return trainer
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["packed", "grouped", "plain"])
 def test_resume_inside_epoch_0_and_a_later_epoch(tmp_path, bert_tokenizer, kind):
     first, second = epoch_lengths(kind, counting_rows(ROWS), seed=3)
@@ -121,6 +122,7 @@ def test_stream_state_dict_resumes_a_reader(kind, workers):
         again.load_state_dict({"epoch": 1, "batches": -1})
 
 
+@pytest.mark.slow
 def test_seeded_masks_differ_between_epochs_on_a_stream(tmp_path, bert_tokenizer):
     """The Trainer tells the collator its own epoch (not floor(steps / max_steps), which is 0
     for every epoch of a stream)."""

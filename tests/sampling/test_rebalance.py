@@ -182,6 +182,7 @@ def transformers_run(model_path, bert_tokenizer, train_split, tmp_path_factory):
     return rebalance_run(transformers.Trainer, model_path, bert_tokenizer, train_split, tmp)
 
 
+@pytest.mark.slow
 def test_trainer_trains_like_transformers(
     model_path, bert_tokenizer, train_split, tmp_path, transformers_run
 ):

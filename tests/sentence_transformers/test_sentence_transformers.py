@@ -132,6 +132,7 @@ def train(model_path, trainer_class, dataset, loss_name, tmp_path, **extra):
     return losses_logged, {k: v.detach().clone() for k, v in model.state_dict().items()}, trainer
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("loss_name", ["MultipleNegativesRankingLoss", "CoSENTLoss"])
 def test_training_matches_st_step_for_step(model_path, tmp_path, loss_name):
     if loss_name == "CoSENTLoss":
