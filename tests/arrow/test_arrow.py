@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import multiprocessing
-import os
 import pickle
 
 import datasets
@@ -28,13 +27,14 @@ from fastcollate import ArrowBatch, ArrowBatches
 from fastcollate.arrow.trainer_datasets import unwrap, wrap_for_trainer
 from tests.support.arrow_datasets import INT_TYPES, sequence_feature, transformed
 from tests.support.compare import assert_same_batch, assert_same_value, has_object_array
+from tests.support.hypothesis_profiles import examples
 
 pytestmark = pytest.mark.parity
 
 datasets.disable_progress_bars()
 
 SETTINGS = settings(
-    max_examples=int(os.environ.get("FASTCOLLATE_ARROW_EXAMPLES", 30)),
+    max_examples=examples(30),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -494,6 +494,7 @@ def tiny_bert():
     return transformers.BertForSequenceClassification(config)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["random", "group_by_length"])
 def test_trainer_trains_through_the_arrow_path(bert_tokenizer, tmp_path, strategy):
     # Text columns are removed (remove_unused_columns) before the dataset is wrapped; the

@@ -9,7 +9,6 @@ into Python rows on the way, except where the row path is the documented fallbac
 from __future__ import annotations
 
 import copy
-import os
 from contextlib import contextmanager
 
 import datasets
@@ -28,13 +27,15 @@ from fastcollate.arrow import accepts_arrow_batches
 from fastcollate.arrow.trainer_datasets import wrap_for_trainer
 from tests.support.arrow_datasets import INT_TYPES, sequence_feature, transformed
 from tests.support.compare import assert_same_batch, has_object_array
+from tests.support.hypothesis_profiles import examples
+from tests.support.transformers_releases import flattening_as_5_24
 
 pytestmark = pytest.mark.parity
 
 datasets.disable_progress_bars()
 
 SETTINGS = settings(
-    max_examples=int(os.environ.get("FASTCOLLATE_ARROW_EXAMPLES", 25)),
+    max_examples=examples(25),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -360,7 +361,7 @@ def test_flattening_arrow_equals_rows_and_transformers(case):
                 b, separator_id=call_separator
             )
         ),
-        lambda: (
+        lambda: flattening_as_5_24(
             lambda r: transformers.DataCollatorWithFlattening(**options)(
                 r, separator_id=call_separator
             )
@@ -373,7 +374,7 @@ def test_flattening_arrow_equals_rows_and_transformers(case):
 
 @pytest.mark.parametrize("labels", [False, True])
 @pytest.mark.parametrize("return_tensors", ["pt", "np"])
-@settings(deadline=None, max_examples=10)
+@settings(deadline=None, max_examples=examples(10))
 @given(indices=st.sampled_from([[0, 1, 2], [1, 0, 3, 2], [1, 3], [2, 1]]))
 def test_flattening_arrow_leaves_out_empty_rows_as_the_row_path_does(
     labels, return_tensors, indices
@@ -393,7 +394,7 @@ def test_flattening_arrow_leaves_out_empty_rows_as_the_row_path_does(
     batch, rows = batch_of(dataset, indices)
     check(
         lambda: fastcollate.DataCollatorWithFlattening(**options),
-        lambda: transformers.DataCollatorWithFlattening(**options),
+        lambda: flattening_as_5_24(transformers.DataCollatorWithFlattening(**options)),
         batch,
         rows,
         native=any(row["input_ids"] for row in rows),

@@ -7,7 +7,7 @@ for `batch.to_pylist()` -- read from the Arrow buffers where the collator can, w
 from __future__ import annotations
 
 import copy
-import os
+import importlib.util
 
 import datasets
 import numpy as np
@@ -21,12 +21,13 @@ import fastcollate
 from fastcollate import collate_arrow
 from fastcollate.arrow import ArrowBatch
 from tests.support.compare import assert_same_batch, has_object_array
+from tests.support.hypothesis_profiles import examples
 from tests.support.streams import local_stream, lognormal_lengths
 
 pytestmark = pytest.mark.parity
 
 SETTINGS = settings(
-    max_examples=int(os.environ.get("FASTCOLLATE_ARROW_EXAMPLES", 25)),
+    max_examples=examples(25),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -375,6 +376,9 @@ def test_empty_batches_raise_as_the_row_path(bert_tokenizer):
     assert type(ours.value) is type(rows.value) and str(ours.value) == str(rows.value)
 
 
+@pytest.mark.skipif(
+    importlib.util.find_spec("trl") is None, reason="TRL is not installed (it needs Python 3.11)"
+)
 @SETTINGS
 @given(
     batch=st.one_of(record_batches(labels="same"), record_batches()),

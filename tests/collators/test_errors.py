@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fastcollate
+from tests.support.hypothesis_profiles import examples
 
 pytestmark = pytest.mark.parity
 
@@ -149,7 +150,7 @@ junk = st.recursive(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(rows=st.lists(st.dictionaries(st.sampled_from(["input_ids", "label", "attention_mask"]),
                                      junk, max_size=3), max_size=4),
        return_tensors=st.sampled_from([None, "np", "pt"]))
@@ -163,4 +164,51 @@ def test_malformed_input_never_crashes(rows, return_tensors):
             call()
         except (ValueError, TypeError):
             pass
+    assert rows == snapshot
+
+
+TEXT_LABELS = [("label", "positive"), ("labels", ["positive", "negative"]),
+               ("label", np.str_("positive"))]
+
+
+@pytest.mark.parametrize("where", [0, 1])
+@pytest.mark.parametrize(
+    "call, name, label",
+    [(call, name, label) for call in ["default_pt", "default_np", "with_padding_pt", "pad_pt"]
+     for name, label in TEXT_LABELS
+     # numpy holds strings: a 'labels' key of them is stacked as a string array, by both.
+     if (call, name) != ("default_np", "labels")],
+)
+def test_text_labels_say_to_map_them_to_ids(bert_tokenizer, call, name, label, where):
+    # Class names left in the rows (a dataset's label column before it was encoded): both
+    # libraries refuse them; fastcollate names the key and row and says what to do.
+    import transformers
+
+    rows = [{"input_ids": [101, 5, 102], name: 0 if name == "label" else [0, 1]}
+            for _ in range(3)]
+    rows[where][name] = label
+    snapshot = copy.deepcopy(rows)
+    calls = {
+        "default_pt": (fastcollate.default_data_collator, transformers.default_data_collator),
+        "default_np": (
+            lambda rows: fastcollate.default_data_collator(rows, return_tensors="np"),
+            lambda rows: transformers.default_data_collator(rows, return_tensors="np"),
+        ),
+        "with_padding_pt": (
+            fastcollate.DataCollatorWithPadding(bert_tokenizer),
+            transformers.DataCollatorWithPadding(bert_tokenizer),
+        ),
+        "pad_pt": (
+            lambda rows: fastcollate.pad(rows, bert_tokenizer, return_tensors="pt"),
+            lambda rows: bert_tokenizer.pad(rows, return_tensors="pt"),
+        ),
+    }
+    ours, theirs = calls[call]
+    with pytest.raises((ValueError, TypeError)):
+        theirs(copy.deepcopy(rows))
+    with pytest.raises(ValueError) as raised:
+        ours(rows)
+    message = str(raised.value)
+    assert f"'{name}' in row {where} is text" in message
+    assert "map them to integer ids" in message
     assert rows == snapshot

@@ -6,7 +6,6 @@ padding sides, "pt" and "np"), plus bad-input tests. Inputs must come back untou
 from __future__ import annotations
 
 import copy
-import os
 import warnings
 
 import numpy as np
@@ -15,22 +14,21 @@ import torch
 import transformers
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from packaging.version import Version
 from transformers.utils import PaddingStrategy
 
 import fastcollate
 from tests.support.compare import assert_same_batch, has_object_array
+from tests.support.hypothesis_profiles import examples
+from tests.support.transformers_releases import LEAVES_OUT_EMPTY_ROWS, flattening_as_5_24
 
 pytestmark = pytest.mark.parity
 
 SETTINGS = settings(
-    max_examples=int(os.environ.get("FASTCOLLATE_EXAMPLES", 50)),
+    max_examples=examples(50),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 FORMATS = ("list", "numpy", "torch")
-# transformers 5.24 leaves rows with empty input_ids out of a flattened batch.
-TRANSFORMERS_LEAVES_OUT_EMPTY_ROWS = Version(transformers.__version__) >= Version("5.24")
 SPECIAL_IDS = (0, 100, 101, 102, 103)  # [PAD], [UNK], [CLS], [SEP], [MASK] of the BERT vocab
 
 
@@ -330,10 +328,7 @@ def test_flattening_matches(case):
     ours = fastcollate.DataCollatorWithFlattening(**options)
     theirs = transformers.DataCollatorWithFlattening(**options)
 
-    def reference(rows):
-        if not TRANSFORMERS_LEAVES_OUT_EMPTY_ROWS:
-            rows = [row for row in rows if len(row["input_ids"])]
-        return theirs(rows, separator_id=call_separator)
+    reference = flattening_as_5_24(lambda rows: theirs(rows, separator_id=call_separator))
 
     compared = run_both(lambda r: ours(r, separator_id=call_separator), reference, rows)
     assert compared == any(len(row["input_ids"]) for row in rows)
@@ -696,7 +691,7 @@ def test_flattening_leaves_out_empty_rows_on_every_transformers_version():
     assert ours["seq_idx"].tolist() == [[0, 0, 1]]
     assert ours["cu_seq_lens_q"].tolist() == [0, 2, 3]
     theirs = transformers.DataCollatorWithFlattening(**options)(copy.deepcopy(rows))
-    if TRANSFORMERS_LEAVES_OUT_EMPTY_ROWS:
+    if LEAVES_OUT_EMPTY_ROWS:
         assert_same_batch(ours, theirs)
     else:
         assert theirs["labels"].shape != theirs["input_ids"].shape

@@ -23,6 +23,7 @@ import fastcollate
 from fastcollate import _native
 from fastcollate.collators.feature_extraction import pad_features
 from tests.support.compare import assert_same_batch, assert_unchanged, has_object_array
+from tests.support.hypothesis_profiles import examples
 
 pytestmark = pytest.mark.parity
 
@@ -78,7 +79,7 @@ def check(extractor, rows, **options):
     return ours
 
 
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(50), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     lengths=st.lists(st.integers(0, 40), min_size=1, max_size=6),
     fmt=st.sampled_from(["np", "pt", "list"]),
@@ -107,7 +108,7 @@ def test_raw_audio_matches_feature_extractor_pad(
           return_tensors=return_tensors)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(
     lengths=st.lists(st.integers(0, 12), min_size=1, max_size=4),
     width=st.integers(2, 5),

@@ -10,7 +10,6 @@ the repository root."""
 from __future__ import annotations
 
 import json
-import os
 import select
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.hypothesis_profiles import examples
 from tests.support.repository import child_env
 
 pytestmark = pytest.mark.parity
@@ -71,7 +71,7 @@ def worker():
 # About 15 s here, well inside the minute: the worker makes ~100 calls a second after its
 # start (torch, transformers and the tokenizer load once).
 @settings(
-    max_examples=int(os.environ.get("FASTCOLLATE_FUZZ_EXAMPLES", "600")),
+    max_examples=examples(600),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     database=None,
@@ -86,7 +86,7 @@ def test_hostile_inputs_keep_the_rules(worker, seed):
 # tensor rows, under a mode that lies about what a tensor reports or moves the rows' memory
 # mid-call.
 @settings(
-    max_examples=int(os.environ.get("FASTCOLLATE_FUZZ_MODE_EXAMPLES", "200")),
+    max_examples=examples(200),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     database=None,
@@ -124,3 +124,19 @@ def test_construction_check_reports_a_disagreement():
 
     assert fuzz_cases.made_as_called("DataCollatorForLanguageModeling", {"mlm_probability": 2.0})
     assert fuzz_cases.made_as_called("DataCollatorForSeq2Seq", {"padding": "bogus"}) is None
+
+
+def test_comparison_takes_a_deep_copy_for_the_value_it_copies():
+    """The harness itself: transformers is given a deep copy of the rows, so a value both pass
+    through (a plain object, equal only to itself) comes back as the copy on its side."""
+    import copy
+
+    from tests.support import fuzz_cases
+
+    rows = [{"input_ids": [1, 2], "extra": object()}]
+    copies: dict = {}
+    theirs = copy.deepcopy(rows, copies)
+    assert fuzz_cases.same_output(rows, theirs, copies=copies) is None
+    assert fuzz_cases.same_output(rows, theirs) is not None
+    other = [{"input_ids": [1, 2], "extra": object()}]
+    assert fuzz_cases.same_output(rows, other, copies=copies) is not None

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import multiprocessing
-import os
 import sys
 import types
 import warnings
@@ -24,11 +23,12 @@ from transformers import AutoModelForMaskedLM, TrainingArguments
 
 import fastcollate
 from tests.support.compare import assert_same_batch
+from tests.support.hypothesis_profiles import examples
 
 pytestmark = pytest.mark.parity
 
 SETTINGS = settings(
-    max_examples=int(os.environ.get("FASTCOLLATE_EXAMPLES", 50)),
+    max_examples=examples(50),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
@@ -576,6 +576,7 @@ def fine_tune_losses(trainer_cls, collator, model_path, dataset, tmp_path):
     return [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
 
 
+@pytest.mark.slow
 def test_mlm_fine_tune_loss_falls_as_with_transformers_collator(
     bert_tokenizer, model_path, tmp_path
 ):

@@ -26,6 +26,7 @@ from transformers import (
 
 import fastcollate
 from tests.support.compare import assert_same_batch, assert_unchanged, has_object_array
+from tests.support.hypothesis_profiles import examples
 
 pytestmark = pytest.mark.parity
 
@@ -153,7 +154,7 @@ def padding_collators(bert_tokenizer):
           [np.asarray(np.uint8(3)), np.uint8(200)]), "label", "pt")  # Python ints then
 @example(("torch", [{"input_ids": torch.tensor([101])}] * 2,
           [torch.tensor(2.5, dtype=torch.float64), np.float64(2.5)]), "score", "pt")
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 def test_data_collator_with_padding(padding_collators, case, key, return_tensors):
     fmt, rows, values = case
     assume(not zero_d_array_first_beside_lists(fmt, values, return_tensors))
@@ -164,7 +165,7 @@ def test_data_collator_with_padding(padding_collators, case, key, return_tensors
 
 
 @given(batch(), st.sampled_from(["pt", "np", None]), st.booleans())
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 def test_pad(bert_tokenizer, case, return_tensors, as_mapping):
     fmt, rows, values = case
     assume(not zero_d_array_first_beside_lists(fmt, values, return_tensors))
@@ -186,7 +187,7 @@ def test_pad(bert_tokenizer, case, return_tensors, as_mapping):
 
 @given(batch(), st.sampled_from(["token classification", "seq2seq", "language modeling"]),
        st.sampled_from(["pt", "np"]))
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 def test_collators_that_pad_with_the_tokenizer(bert_tokenizer, case, name, return_tensors):
     fmt, rows, values = case
     assume(not zero_d_array_first_beside_lists(fmt, values, return_tensors))
@@ -243,7 +244,7 @@ def _same_objects(ours, theirs):
 
 @given(st.lists(scalar() | st.lists(scalar(), max_size=3) | st.sampled_from([None, "text"]),
                 min_size=1, max_size=5))
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_as_python_values_is_transformers_to_py_obj(values):
     # The conversion tokenizer.pad applies to one key of a numpy / torch batch, value for value
     # and type for type (numpy scalars kept only where every value is a number).

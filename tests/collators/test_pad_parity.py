@@ -5,7 +5,6 @@ batches (hypothesis-generated: lists / numpy / torch rows, every padding option,
 from __future__ import annotations
 
 import copy
-import os
 
 import numpy as np
 import pytest
@@ -16,11 +15,12 @@ from hypothesis import strategies as st
 
 import fastcollate
 from tests.support.compare import assert_same_batch, assert_same_value, has_object_array
+from tests.support.hypothesis_profiles import examples
 
 pytestmark = pytest.mark.parity
 
 SETTINGS = settings(
-    max_examples=int(os.environ.get("FASTCOLLATE_EXAMPLES", 60)),
+    max_examples=examples(60),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )

@@ -18,6 +18,7 @@ from torch.utils.data import DataLoader
 import fastcollate
 from fastcollate._internal.tensors import pin_tensors
 from fastcollate.integrations.trainer import pins_in_collator
+from tests.support.hypothesis_profiles import examples
 
 CUDA = torch.cuda.is_available()
 cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
@@ -452,7 +453,7 @@ def test_without_the_exchange_table_the_provider_is_not_called():
     assert done.stdout.strip() == "ok"
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     kind=st.sampled_from(["list", "tuple", "numpy", "torch"]),
     lengths=st.lists(st.integers(0, 9), min_size=1, max_size=6),

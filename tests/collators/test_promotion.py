@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import fastcollate
 from tests.support.compare import assert_same_batch
+from tests.support.hypothesis_profiles import examples
 
 pytestmark = pytest.mark.parity
 
@@ -129,7 +130,7 @@ def tensor_row(dtype, row):
     return {"x": torch.tensor(value, dtype=dtype)}
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(st.sampled_from(STACKED_DTYPES), min_size=1, max_size=5))
 def test_tensor_rows_get_torch_stacks_dtype(dtypes):
     # transformers stacks tensor rows with torch.stack, which promotes row by row (its order

@@ -23,6 +23,7 @@ from transformers import DataCollatorWithPadding
 
 import fastcollate
 from tests.support.compare import assert_same_batch, assert_unchanged, has_object_array
+from tests.support.hypothesis_profiles import examples
 
 pytestmark = pytest.mark.parity
 
@@ -139,7 +140,7 @@ def test_boundary_ints_in_list_rows_and_labels(collators, value, return_tensors)
         max_size=6,
     )
 )
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 def test_random_int64_rows(collators, sequences):
     rows = [{"input_ids": [101, *s], "label": s[0] if s else -1} for s in sequences]
     assert_same_as_transformers(collators, rows)
@@ -355,7 +356,7 @@ def test_zero_d_labels_with_list_rows(collators, dtype):
     st.sampled_from([torch.int64, torch.int32, torch.float32, torch.bool]),
     st.booleans(),
 )
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 def test_torch_format_rows(collators, lengths, label_dtype, strided):
     # Rows as `datasets`' set_format("torch") yields them: every value a tensor.
     rows = []
@@ -608,7 +609,7 @@ def _same_as_transformers_or_both_raise(collators, rows, return_tensors):
 
 
 @given(_mixed_dtype_rows(), st.sampled_from(["pt", "np"]))
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 def test_tensor_rows_of_mixed_dtypes(collators, rows, return_tensors):
     assert_same_as_transformers_or_both_raise(collators, rows, return_tensors)
 
@@ -747,7 +748,7 @@ _ODD_LABELS = st.sampled_from(
 @example("lists", [1], [0] * 6, {0: None}, "np")  # transformers: an object array
 @example("lists", [3, 2, 1], [0, -4611686018427387903, 0, 0, 0, 0],
          {0: 2.5, 2: INT64_MAX + 1}, "pt")  # a float, then an int past int64: float labels
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 def test_labels_of_any_kind_beside_padded_rows(collators, fmt, lengths, labels, odd,
                                                return_tensors):
     convert = {"lists": list, "numpy": np.asarray, "torch": torch.tensor}[fmt]
@@ -1037,7 +1038,7 @@ ODD_MASK_VALUES = [True, False, MyInt(1), MyInt(0), Colour.RED]
     ),
     st.sampled_from(["list", "tuple"]),
 )
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 def test_every_key_of_small_and_big_ints(collators, return_tensors, rows_spec, container):
     wrap = list if container == "list" else tuple
     if container == "tuple":
@@ -1080,10 +1081,13 @@ def test_tensor_rows_off_the_cpu(collators, where):
     assert_same_as_transformers_or_both_raise(collators, rows, "pt")
 
 
+# Re-runs two whole files: with the slow tests (and under the profile this run has).
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
 @pytest.mark.skipif(
     os.environ.get("FASTCOLLATE_DLPACK_EXCHANGE") == "0", reason="this is the run it starts"
 )
-def test_routes_without_torchs_exchange_table():
+def test_routes_without_torchs_exchange_table(request):
     # torch 2.10 and later publish a DLPack exchange table, through which tensors are read and
     # made in one C call each; an older torch gets the routes below it (attribute calls and
     # torch.cat to read, numpy arrays and torch.from_numpy to make). They are run here by
@@ -1091,6 +1095,7 @@ def test_routes_without_torchs_exchange_table():
     here = os.path.dirname(os.path.abspath(__file__))
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+         f"--hypothesis-profile={request.config.getoption('hypothesis_profile') or 'default'}",
          os.path.join(here, "test_read_paths.py"), os.path.join(here, "test_zero_copy.py")],
         env={**os.environ, "FASTCOLLATE_DLPACK_EXCHANGE": "0"},
         capture_output=True, text=True, timeout=900,

@@ -24,6 +24,7 @@ from transformers import (
 
 import fastcollate
 from tests.support.compare import assert_same_batch
+from tests.support.hypothesis_profiles import examples
 
 pytestmark = pytest.mark.parity
 
@@ -98,7 +99,7 @@ def as_format(array, fmt):
     return array.tolist()
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(
     lengths=st.lists(st.tuples(st.integers(1, 60), st.integers(0, 9)), min_size=1, max_size=5),
     fmt=st.sampled_from(["np", "pt", "list"]),

@@ -96,6 +96,7 @@ def packed_trainer(tmp_path, dataset, budget, **overrides):
     return trainer
 
 
+@pytest.mark.slow
 def test_fine_tune_packed_padding_free(tmp_path):
     sequences = counting_rows(60)
     dataset = datasets.Dataset.from_dict({"input_ids": sequences})

@@ -62,6 +62,7 @@ def run(kind, tmp_path, tokenizer, max_steps, stop_at=None, resume=None):
     return trainer
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["packed", "grouped", "plain"])
 def test_resume_inside_epoch_0_and_a_later_epoch(tmp_path, bert_tokenizer, kind):
     first, second = epoch_lengths(kind, counting_rows(ROWS), seed=3)
@@ -168,6 +169,7 @@ def test_malformed_places_are_refused(state, field):
                                        "reader": None}
 
 
+@pytest.mark.slow
 def test_seeded_masks_differ_between_epochs_on_a_stream(tmp_path, bert_tokenizer):
     """The Trainer tells the collator its own epoch (not floor(steps / max_steps), which is 0
     for every epoch of a stream)."""

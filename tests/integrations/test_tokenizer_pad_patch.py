@@ -7,7 +7,6 @@ results (or the exceptions), the warnings and what the call left of its input mu
 from __future__ import annotations
 
 import copy
-import os
 import warnings
 
 import numpy as np
@@ -21,11 +20,12 @@ from transformers.utils import PaddingStrategy, TensorType
 
 import fastcollate
 from fastcollate.integrations import tokenizer_pad as routed
+from tests.support.hypothesis_profiles import examples
 
 pytestmark = pytest.mark.parity
 
 SETTINGS = settings(
-    max_examples=int(os.environ.get("FASTCOLLATE_EXAMPLES", 200)),
+    max_examples=examples(200),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

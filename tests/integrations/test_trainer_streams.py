@@ -80,6 +80,7 @@ def training_stream(kind, dataset, tmp_path):
 STREAM_KINDS = ["datasets", "torch", "parquet", "json"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", STREAM_KINDS)
 def test_packed_stream_trains_within_the_budget(tmp_path, kind):
     sequences = counting_rows(40)
@@ -219,6 +220,7 @@ def row_numbers(batches, sequences):
     return [[row_of[tuple(ids)] for ids in batch] for batch in batches]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", STREAM_KINDS)
 def test_group_by_length_stream_trains_on_grouped_batches(tmp_path, kind, bert_tokenizer):
     sequences = counting_rows(40)

@@ -14,6 +14,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from tests.support.hypothesis_profiles import examples
+
 os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
 
 datasets = pytest.importorskip("datasets")
@@ -27,7 +29,9 @@ pytestmark = pytest.mark.parity
 datasets.disable_progress_bars()
 datasets.disable_caching()
 
-SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 STRATEGIES = ("bfd", "bfd_split", "wrapped")
 VALUE_TYPES = {
     "int64": (pa.int64(), st.integers(-(2**40), 2**40)),
@@ -120,7 +124,7 @@ def test_equal_to_trl(dataset, seq_length, strategy, batch_size):
     assert_same(ours, theirs)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     dataset=packable_datasets(allow_nulls=False),
     strategy=st.sampled_from(STRATEGIES),
@@ -386,7 +390,7 @@ def test_whole_dataset_fills_imdb_like_rows_past_99_9_percent(strategy):
     assert max(map(len, whole["input_ids"])) <= 2048
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     lengths=st.lists(st.integers(0, 40), min_size=1, max_size=60),
     seq_length=st.integers(1, 50),

@@ -19,6 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.hypothesis_profiles import examples
+
 os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
 
 datasets = pytest.importorskip("datasets")
@@ -32,7 +34,9 @@ pytestmark = pytest.mark.parity
 datasets.disable_progress_bars()
 datasets.disable_caching()
 
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 ID_TYPES = [pa.int64(), pa.int32(), pa.int16(), pa.uint16()]
 MASK_TYPES = [pa.int64(), pa.int8(), pa.bool_(), pa.float32()]
 
@@ -173,7 +177,7 @@ def test_equal_to_trl(dataset, options):
     run_both(dataset, options)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     tokenized_datasets(),
     st.sampled_from(["numpy", "torch", None]),

@@ -39,6 +39,7 @@ def test_every_example_has_a_test():
     assert {path.name for path in EXAMPLES.glob("*.py")} == tested
 
 
+@pytest.mark.slow
 def test_imdb_bert_fine_tunes_with_fastcollates_trainer(model_path, tmp_path):
     script = str(EXAMPLES / "imdb_bert.py")
     out = run(
@@ -47,6 +48,7 @@ def test_imdb_bert_fine_tunes_with_fastcollates_trainer(model_path, tmp_path):
     assert "eval_accuracy" in out
 
 
+@pytest.mark.slow
 def test_packed_causal_lm_trains_padding_free(model_path, tmp_path):
     script = str(EXAMPLES / "packed_causal_lm.py")
     out = run(
@@ -64,6 +66,7 @@ def test_packed_causal_lm_trains_padding_free(model_path, tmp_path):
     assert "trained 4 steps" in out
 
 
+@pytest.mark.slow
 def test_speech_ctc_trains_a_tiny_wav2vec2(tmp_path):
     script = str(EXAMPLES / "speech_ctc.py")
     out = run(sys.executable, script, "--tiny", "--max-steps", "2", cwd=tmp_path)

@@ -64,6 +64,9 @@ def test_missing_extras_give_the_install_command(blocked, expression, extra):
     assert f"pip install 'fastcollate[{extra}]'" in message
     assert f"pip install '.[{extra}]'" in message
     assert expression.rstrip("()") in message
+    # Sentences, not Python's own text spliced in: which module is missing, then the fix.
+    assert f"{blocked[0]} is not installed. Install" in message, message
+    assert "No module named" not in message, message
 
 
 def test_preparation_without_datasets_gives_the_install_command():

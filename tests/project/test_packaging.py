@@ -4,6 +4,7 @@ sdist made from an explicit list of files."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import re
 import shutil
 import subprocess
@@ -25,7 +26,25 @@ def load(name: str) -> dict:
 def test_the_version_is_defined_once_in_cargo_toml():
     project = load("pyproject.toml")["project"]
     assert "version" not in project and "version" in project["dynamic"]
-    assert fastcollate.__version__ == load("Cargo.toml")["package"]["version"]
+    # A development version ("0.2.0-dev0" in Cargo.toml) is PEP 440's "0.2.0.dev0", as maturin
+    # writes it into the wheel.
+    cargo = load("Cargo.toml")["package"]["version"]
+    assert fastcollate.__version__ == cargo.replace("-dev", ".dev", 1)
+    assert fastcollate.__version__ == importlib.metadata.version("fastcollate")
+
+
+def test_unreleased_work_is_not_numbered_as_a_release():
+    # Changes under [Unreleased] in the CHANGELOG: the version is a development one, ahead of
+    # the last released heading.
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    headings = re.findall(r"^## \[([^\]]+)\]", changelog, re.MULTILINE)
+    released = [h for h in headings if h != "Unreleased"]
+    version = load("Cargo.toml")["package"]["version"]
+    if headings and headings[0] == "Unreleased":
+        assert "-dev" in version, version
+        assert version.split("-")[0] not in released, (version, released)
+    else:
+        assert version == released[0], (version, released)
 
 
 def test_licence_and_rust_version():

@@ -20,10 +20,11 @@ from fastcollate import (
     sequence_lengths,
 )
 from tests.support.blocked_imports import run_without
+from tests.support.hypothesis_profiles import examples
 
 pytestmark = pytest.mark.parity
 
-SETTINGS = settings(max_examples=40, deadline=None)
+SETTINGS = settings(max_examples=examples(40), deadline=None)
 
 
 def generator(seed: int) -> torch.Generator:

@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fastcollate
+from tests.support.hypothesis_profiles import examples
 from tests.support.streams import local_stream, lognormal_lengths, make_rows
 
 
@@ -48,7 +49,7 @@ def padding(batches):
                for b in batches)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     lengths=st.lists(st.integers(0, 70), max_size=300),
     batch_size=st.integers(1, 12),
@@ -65,7 +66,7 @@ def test_every_row_once_in_whole_batches(lengths, batch_size, extra, seed, drop_
     assert rows == before
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     lengths=st.lists(st.integers(1, 60), max_size=200),
     world=st.integers(1, 5),

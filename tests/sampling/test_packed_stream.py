@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fastcollate
+from tests.support.hypothesis_profiles import examples
 from tests.support.streams import local_stream, lognormal_lengths, make_rows
 
 
@@ -28,7 +29,7 @@ def check_epoch(batches, lengths, max_tokens):
     assert sorted(row["row"] for batch in batches for row in batch) == list(range(len(lengths)))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     lengths=st.lists(st.integers(0, 70), max_size=300),
     max_tokens=st.integers(70, 400),
@@ -40,7 +41,7 @@ def test_every_row_once_within_budget(lengths, max_tokens, buffer, seed):
     check_epoch(list(stream), lengths, max_tokens)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     lengths=st.lists(st.integers(1, 60), max_size=200),
     world=st.integers(1, 5),

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 import fastcollate
 from fastcollate import PackedBatchSampler
+from tests.support.hypothesis_profiles import examples
 
-SETTINGS = settings(max_examples=80, deadline=None)
+SETTINGS = settings(max_examples=examples(80), deadline=None)
 
 
 @st.composite

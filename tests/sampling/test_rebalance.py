@@ -15,11 +15,12 @@ from transformers import trainer_pt_utils as hf
 
 import fastcollate
 from fastcollate import BatchRebalanceSampler
+from tests.support.hypothesis_profiles import examples
 from tests.support.trainer_runs import sentence, training_args
 
 pytestmark = pytest.mark.parity
 
-SETTINGS = settings(max_examples=150, deadline=None)
+SETTINGS = settings(max_examples=examples(150), deadline=None)
 
 # Few distinct values (ties decide the stable sort), or spread out (the cost model's balance).
 lengths_lists = st.one_of(
@@ -80,7 +81,7 @@ def test_micro_batches_match_transformers(
             assert getattr(ours[0], name) == getattr(theirs[0], name), name
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(
     size=st.integers(0, 70),
     geometry=geometries(),
@@ -181,6 +182,7 @@ def transformers_run(model_path, bert_tokenizer, train_split, tmp_path_factory):
     return rebalance_run(transformers.Trainer, model_path, bert_tokenizer, train_split, tmp)
 
 
+@pytest.mark.slow
 def test_trainer_trains_like_transformers(
     model_path, bert_tokenizer, train_split, tmp_path, transformers_run
 ):

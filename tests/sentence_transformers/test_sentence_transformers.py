@@ -7,7 +7,6 @@ trainings log ST's losses step for step and end with ST's weights."""
 from __future__ import annotations
 
 import copy
-import os
 
 import pytest
 
@@ -29,6 +28,7 @@ from fastcollate.sentence_transformers import (  # noqa: E402
     pretokenize,
 )
 from tests.support.compare import assert_same_value  # noqa: E402
+from tests.support.hypothesis_profiles import examples  # noqa: E402
 
 pytestmark = pytest.mark.parity
 
@@ -56,7 +56,7 @@ def st_batch(model, rows, prompts=None, router_mapping=None):
 sentences = st.lists(st.sampled_from(WORDS), min_size=0, max_size=40).map(" ".join)
 
 
-@settings(max_examples=int(os.environ.get("FASTCOLLATE_EXAMPLES", 15)), deadline=None,
+@settings(max_examples=examples(15), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
 def test_collator_gives_st_batches(model, data):
@@ -132,6 +132,7 @@ def train(model_path, trainer_class, dataset, loss_name, tmp_path, **extra):
     return losses_logged, {k: v.detach().clone() for k, v in model.state_dict().items()}, trainer
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("loss_name", ["MultipleNegativesRankingLoss", "CoSENTLoss"])
 def test_training_matches_st_step_for_step(model_path, tmp_path, loss_name):
     if loss_name == "CoSENTLoss":

@@ -8,7 +8,6 @@ right only (it has no padding side), so there is no left-padding case to compare
 from __future__ import annotations
 
 import copy
-import os
 import warnings
 
 import numpy as np
@@ -16,6 +15,8 @@ import pytest
 import torch
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+
+from tests.support.hypothesis_profiles import examples
 
 pytest.importorskip("trl", reason="TRL 1.16 needs Python >= 3.11")
 
@@ -34,7 +35,7 @@ from tests.support.compare import assert_same_batch, assert_unchanged, to_format
 pytestmark = pytest.mark.parity
 
 SETTINGS = settings(
-    max_examples=int(os.environ.get("FASTCOLLATE_EXAMPLES", 50)),
+    max_examples=examples(50),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -5,7 +5,6 @@ where the batches could differ (TRL's own collator, text columns kept) the rows 
 from __future__ import annotations
 
 import copy
-import os
 
 import pytest
 
@@ -36,6 +35,7 @@ from fastcollate.trl import (  # noqa: E402
     RewardDataCollatorForPreference,
 )
 from tests.support.compare import assert_same_batch  # noqa: E402
+from tests.support.hypothesis_profiles import examples
 from tests.support.preference_cases import dpo_case, kto_case, reward_case  # noqa: E402
 from tests.support.sft_runs import MODES, mode_params, sft_dataset  # noqa: E402
 from tests.support.tiny_models import tiny_llama_config  # noqa: E402
@@ -43,7 +43,7 @@ from tests.support.tiny_models import tiny_llama_config  # noqa: E402
 pytestmark = pytest.mark.parity
 
 SETTINGS = settings(
-    max_examples=int(os.environ.get("FASTCOLLATE_EXAMPLES", 50)),
+    max_examples=examples(50),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import array
 import copy
-import os
 import warnings
 
 import numpy as np
@@ -18,6 +17,8 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from tests.support.hypothesis_profiles import examples
 
 pytest.importorskip("trl", reason="TRL 1.16 needs Python >= 3.11")
 
@@ -52,7 +53,7 @@ from tests.support.preference_cases import (  # noqa: E402
 pytestmark = pytest.mark.parity
 
 SETTINGS = settings(
-    max_examples=int(os.environ.get("FASTCOLLATE_EXAMPLES", 50)),
+    max_examples=examples(50),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -22,6 +22,16 @@ def require(feature: str, extra: str, *modules: str) -> None:
             importlib.import_module(module)
         except ImportError as err:
             raise ImportError(
-                f"{feature} needs {' and '.join(modules)}, but {err}. "
-                f"Install it with: {install_command(extra)}"
+                f"{feature} needs {' and '.join(modules)}. {why_not(module, err)} "
+                f"Install {'it' if len(modules) == 1 else 'them'} with: {install_command(extra)}."
             ) from None
+
+
+def why_not(module: str, err: ImportError) -> str:
+    """A sentence saying why `module` cannot be imported: not installed, or (Python's own
+    words quoted) failing as it is imported."""
+    missing = getattr(err, "name", None)
+    package = module.split(".")[0]
+    if missing is not None and missing.split(".")[0] == package:
+        return f"{package} is not installed."
+    return f"Importing {module} failed ({err})."

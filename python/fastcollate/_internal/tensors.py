@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .extras import install_command
+from .extras import install_command, why_not
 from .upstream import BATCH_ENCODING_ENCODINGS, BATCH_ENCODING_N_SEQUENCES
 
 RETURN_TENSORS = (None, "np", "pt")
@@ -45,7 +45,10 @@ def torch_module() -> Any:
     try:
         import torch
     except ImportError as err:  # pragma: no cover - depends on the environment
-        raise ImportError(f"return_tensors='pt' needs PyTorch: {install_command('torch')}") from err
+        raise ImportError(
+            f"return_tensors='pt' needs PyTorch. {why_not('torch', err)} "
+            f"Install it with: {install_command('torch')}."
+        ) from err
     return torch
 
 
@@ -73,6 +76,9 @@ def raw_to_tensor(key: str, values: list[Any], return_tensors: str | None) -> An
     try:
         array = _stacked(values, return_tensors)
     except (ValueError, TypeError, RuntimeError) as err:
+        text = text_error(key, values, return_tensors)
+        if text is not None:
+            raise text from None
         row = _first_failing_row(values, _stacked, return_tensors)
         raise ValueError(
             f"cannot make {output_kind(return_tensors)} of '{key}': its rows are ragged or not "
@@ -86,6 +92,33 @@ def raw_to_tensor(key: str, values: list[Any], return_tensors: str | None) -> An
             f"numbers ('{key}' in row {row} is the first that does not fit)"
         )
     return array
+
+
+def is_text(value: Any) -> bool:
+    """Whether a row's value is text (a string, or a sequence / array of strings), which no
+    tensor can hold."""
+    if isinstance(value, (str, bytes)):
+        return True
+    if isinstance(value, np.ndarray):
+        return value.dtype.kind in "USO" and value.size > 0 and is_text(value.flat[0])
+    if isinstance(value, (list, tuple)) and value:
+        return is_text(value[0])
+    return False
+
+
+def text_error(key: str, values: list[Any], return_tensors: str | None) -> ValueError | None:
+    """The error for a key whose rows hold text, saying what to do (labels: map them to integer
+    ids), or None when no row holds text."""
+    for row, value in enumerate(values):
+        if is_text(value):
+            return ValueError(
+                f"cannot make {output_kind(return_tensors)} of '{key}': '{key}' in row {row} is "
+                f"text ({value!r:.60}), and tensors hold numbers. If these are class labels, map "
+                "them to integer ids first (a label2id dict, or datasets' "
+                "Dataset.class_encode_column, which makes the column a ClassLabel); otherwise "
+                "leave the key out of the rows."
+            )
+    return None
 
 
 def _stacked(values: list[Any], return_tensors: str) -> Any:
@@ -123,6 +156,9 @@ def as_batch_encoding_tensor(key: str, values: list[Any], return_tensors: str | 
     try:
         array = _stacked_as_batch_encoding(values, return_tensors)
     except (ValueError, TypeError, RuntimeError) as err:
+        text = text_error(key, values, return_tensors)
+        if text is not None:
+            raise text from None
         row = _first_failing_row(values, _stacked_as_batch_encoding, return_tensors)
         raise ValueError(
             f"cannot make {output_kind(return_tensors)} of '{key}': '{key}' in row {row} is the "

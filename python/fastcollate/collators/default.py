@@ -14,7 +14,13 @@ import numpy as np
 
 from .._internal.promotion import UNKNOWN, StackPromotionError, native_dtype, stacked_dtype
 from .._internal.rows import check_no_later_keys
-from .._internal.tensors import check_return_tensors, convert, is_torch_tensor, torch_module
+from .._internal.tensors import (
+    check_return_tensors,
+    convert,
+    is_torch_tensor,
+    text_error,
+    torch_module,
+)
 from ..arrow import ArrowBatch
 from .native import collate
 
@@ -227,7 +233,14 @@ def default_data_collator(features: list[Any], return_tensors: str = "pt") -> di
         if pt and value.dtype != getattr(torch_module(), explicit):
             out[label_key] = value.to(getattr(torch_module(), explicit))
         elif not pt and value.dtype != np.dtype(explicit):
-            out[label_key] = value.astype(explicit)
+            try:
+                out[label_key] = value.astype(explicit)
+            except ValueError:
+                values = [first[label_key]] if arrow else _key_values(features, label_key)
+                text = text_error(label_key, values, return_tensors)
+                if text is None:
+                    raise
+                raise text from None
     if label_key is not None:
         labels = out.pop(label_key)
         out = {"labels": labels, **out}

@@ -1,0 +1,42 @@
+"""Every file of this repository that the README, the CHANGELOG or a docs page names
+(`tests/…py`, `benches/…`, `examples/…`) exists: a moved or renamed file leaves no stale
+reference behind."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.support.repository import ROOT
+
+PAGES = sorted(
+    [ROOT / "README.md", ROOT / "CHANGELOG.md", *(ROOT / "docs").rglob("*.md")],
+    key=lambda path: path.as_posix(),
+)
+# A path starting at one of these folders; not part of a longer path (another repository's
+# `transformers/tests/...`) or a word. Trailing sentence punctuation is not part of it.
+NAMED = re.compile(r"(?<![\w/.-])((?:tests|benches|examples)/[\w./-]*[\w/])")
+
+
+def named_paths(text: str) -> set[str]:
+    found = set()
+    for path in NAMED.findall(text):
+        if "*" in path or path.endswith("/…") or path.endswith("/..."):
+            continue
+        if path.startswith("tests/") and not (path.endswith(".py") or path.endswith("/")):
+            continue  # a test id, a pattern or a prose mention, not a file
+        found.add(path)
+    return found
+
+
+def test_the_pattern_finds_paths_and_leaves_other_repositories_out():
+    text = "`tests/collators/test_family.py`, benches/results/trl.json. Not transformers/tests/x.py"
+    assert named_paths(text) == {"tests/collators/test_family.py", "benches/results/trl.json"}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.relative_to(ROOT).as_posix())
+def test_every_named_path_exists(page):
+    text = page.read_text(encoding="utf-8")
+    missing = sorted(path for path in named_paths(text) if not (ROOT / path).exists())
+    assert missing == [], f"{page.relative_to(ROOT)} names files that do not exist: {missing}"
