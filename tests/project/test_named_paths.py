@@ -16,12 +16,14 @@ PAGES = sorted(
 )
 # A path starting at one of these folders; not part of a longer path (another repository's
 # `transformers/tests/...`) or a word. Trailing sentence punctuation is not part of it.
-NAMED = re.compile(r"(?<![\w/.-])((?:tests|benches|examples)/[\w./-]*[\w/])")
+NAMED = re.compile(r"(?<![\w/.-])((?:tests|benches|examples)/[\w./-]*[\w/])(<?)")
 
 
 def named_paths(text: str) -> set[str]:
     found = set()
-    for path in NAMED.findall(text):
+    for path, placeholder in NAMED.findall(text):
+        if placeholder:
+            continue  # a name pattern such as `benches/results/gpu_<device>.json`
         if "*" in path or path.endswith("/…") or path.endswith("/..."):
             continue
         if path.startswith("tests/") and not (path.endswith(".py") or path.endswith("/")):
@@ -31,7 +33,10 @@ def named_paths(text: str) -> set[str]:
 
 
 def test_the_pattern_finds_paths_and_leaves_other_repositories_out():
-    text = "`tests/collators/test_family.py`, benches/results/trl.json. Not transformers/tests/x.py"
+    text = (
+        "`tests/collators/test_family.py`, benches/results/trl.json. Not transformers/tests/x.py"
+        " nor the pattern benches/results/gpu_<device>.json"
+    )
     assert named_paths(text) == {"tests/collators/test_family.py", "benches/results/trl.json"}
 
 
