@@ -261,59 +261,32 @@ fn copy_rows<'a, T: Copy>(
     }
 }
 
-/// A `rows × target` buffer holding, row by row, the values `write_row(row, out)` appends to
-/// `out` (exactly `lengths[row]` of them) and `pad` in the row's other slots, before the values
-/// when `left`. Rows are written in order; `write_row` returns false (or appends some other
-/// number of values) to give up, and then the result is `Ok(None)`. A row longer than `target`
-/// is an error naming it.
+/// The one fill every padded output goes through (`fill`, `attention_mask`, `position_ids`
+/// and the bindings' straight-from-rows readers are its row writers): a fresh `rows × target`
+/// buffer holding, row by row, the values `write_row(row, out)` appends to `out` (exactly
+/// `lengths[row]` of them) and `pad` in the row's other slots, before the values when `left`.
+/// Rows are written in order; `write_row` returns false (or appends some other number of
+/// values) to give up, and then the result is `Ok(None)`. A row longer than `target` is an
+/// error naming it. The size is checked before anything is reserved.
+///
+/// Every slot is written once, padding and values alike: no pass prefills the buffer.
 pub fn fill_in_place<T: Copy>(
     key: &str,
     lengths: &[usize],
     target: usize,
     pad: T,
     left: bool,
-    write_row: impl FnMut(usize, &mut Slots<'_, T>) -> bool,
+    mut write_row: impl FnMut(usize, &mut Slots<'_, T>) -> bool,
 ) -> Result<Option<Vec<T>>> {
     let size = output_size::<T>(key, lengths.len(), target)?;
-    let mut out: Vec<T> = try_reserved(key, size)?;
-    let Some(slots) = out.spare_capacity_mut().get_mut(..size) else {
+    let mut buffer: Vec<T> = try_reserved(key, size)?;
+    let Some(slots) = buffer.spare_capacity_mut().get_mut(..size) else {
         return Err(CollateError::OutOfMemory {
             key: key.into(),
             bytes: size.saturating_mul(std::mem::size_of::<T>()),
         });
     };
-    if !fill_slots(key, lengths, target, pad, left, slots, write_row)? {
-        return Ok(None);
-    }
-    // SAFETY: `fill_slots` returned true: it wrote every one of the `size` slots, which lie
-    // within the capacity reserved above.
-    unsafe { out.set_len(size) };
-    Ok(Some(out))
-}
-
-/// `fill_in_place` into `into`, its reserved buffer of exactly `rows × target` slots (another
-/// size is an error naming the key): `Ok(true)` when every slot was written, `Ok(false)` when
-/// `write_row` gave up (the slots are then partly written, for the caller to discard).
-///
-/// Every slot is written once: padding the whole buffer first and copying the rows over it
-/// went through the buffer twice (for numpy rows, a twentieth of a batch's time).
-fn fill_slots<T: Copy>(
-    key: &str,
-    lengths: &[usize],
-    target: usize,
-    pad: T,
-    left: bool,
-    into: &mut [MaybeUninit<T>],
-    mut write_row: impl FnMut(usize, &mut Slots<'_, T>) -> bool,
-) -> Result<bool> {
-    let size = output_size::<T>(key, lengths.len(), target)?;
-    if into.len() != size {
-        return Err(CollateError::InvalidOption(format!(
-            "'{key}': a buffer of {} values given for an output of {size}",
-            into.len()
-        )));
-    }
-    let mut out = Slots::new(into);
+    let mut out = Slots::new(slots);
     for (row, &length) in lengths.iter().enumerate() {
         let Some(padding) = target.checked_sub(length) else {
             return Err(CollateError::TooLong {
@@ -330,18 +303,24 @@ fn fill_slots<T: Copy>(
         }
         let start = out.len();
         if !write_row(row, &mut out) || out.overflowed || out.len() != start + length {
-            return Ok(false);
+            return Ok(None);
         }
         out.resize(row_end, pad);
     }
-    Ok(!out.overflowed && out.len() == size)
+    if out.overflowed || out.len() != size {
+        return Ok(None);
+    }
+    // SAFETY: `out` wrote every one of the `size` slots (it counts only written slots, from
+    // the start, never past them), which lie within the capacity reserved above.
+    unsafe { buffer.set_len(size) };
+    Ok(Some(buffer))
 }
 
 /// `Slots::try_reserve`'s error: the values asked for do not fit in the buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NoRoom;
 
-/// The slots `fill_slots` hands each row's writer: the buffer being filled, appended to as a
+/// The slots `fill_in_place` hands each row's writer: the buffer being filled, appended to as a
 /// `Vec` is (the same method names), but never past its end: an append that does not fit
 /// writes nothing and makes the fill give up.
 pub struct Slots<'a, T> {
@@ -1169,24 +1148,128 @@ mod tests {
         (0..n).map(|_| MaybeUninit::uninit()).collect()
     }
 
+    /// Row `row` of `rows` padded to `target` with `pad`, the padding first when `left`: the
+    /// layout every fill must give, written the plain way.
+    fn padded_by_hand<T: Copy>(rows: &[Vec<T>], target: usize, pad: T, left: bool) -> Vec<T> {
+        let mut out = Vec::new();
+        for row in rows {
+            let padding = std::iter::repeat_n(pad, target - row.len());
+            if left {
+                out.extend(padding.chain(row.iter().copied()));
+            } else {
+                out.extend(row.iter().copied().chain(padding));
+            }
+        }
+        out
+    }
+
     #[test]
-    fn fill_slots_refuses_a_buffer_of_another_size() {
-        // A buffer of another size than rows × target is an error naming the key; nothing is
-        // written.
-        let mut short = uninit::<i64>(11);
-        let err = fill_slots("ids", &[2, 0, 3], 4, 9, false, &mut short, |_, _| true).unwrap_err();
-        assert!(matches!(err, CollateError::InvalidOption(ref m) if m.contains("'ids'")));
+    fn every_fill_lays_rows_out_as_by_hand_on_random_lengths() {
+        use crate::core::rng::{Rng, Xoshiro256PlusPlus};
+        let mut rng = Xoshiro256PlusPlus::from_seed(39);
+        for _ in 0..300 {
+            let rows = 1 + rng.below(6) as usize;
+            let lengths: Vec<usize> = (0..rows).map(|_| rng.below(12) as usize).collect();
+            let multiple = [None, Some(1), Some(3), Some(8)][rng.below(4) as usize];
+            let strategy = if rng.below(2) == 0 {
+                Strategy::Longest
+            } else {
+                Strategy::MaxLength(
+                    lengths.iter().copied().max().unwrap_or(0) + rng.below(5) as usize,
+                )
+            };
+            let target = target_length("ids", &lengths, strategy, multiple)
+                .unwrap()
+                .unwrap();
+            if let Some(multiple) = multiple {
+                assert_eq!(target % multiple, 0);
+            }
+            let mut offsets = vec![0];
+            let mut values = Vec::new();
+            let mut by_row = Vec::new();
+            for &length in &lengths {
+                let row: Vec<i64> = (0..length).map(|_| 1 + rng.below(1000) as i64).collect();
+                values.extend_from_slice(&row);
+                offsets.push(values.len());
+                by_row.push(row);
+            }
+            let ones: Vec<Vec<i64>> = lengths.iter().map(|&l| vec![1; l]).collect();
+            for left in [false, true] {
+                let expected = padded_by_hand(&by_row, target, -7, left);
+                let what = format!("lengths {lengths:?}, target {target}, left {left}");
+                assert_eq!(
+                    fill("ids", &values, &offsets, target, -7, left).unwrap(),
+                    expected,
+                    "fill: {what}"
+                );
+                // A row writer appending through a slice, as the straight-from-rows readers do.
+                let sliced = fill_in_place("ids", &lengths, target, -7, left, |row, out| {
+                    append_slots(out, lengths[row], |place| {
+                        place.copy_from_slice(&by_row[row]);
+                        true
+                    })
+                });
+                assert_eq!(sliced.unwrap(), Some(expected.clone()), "slices: {what}");
+                let floats: Vec<f64> = values.iter().map(|&v| v as f64 / 4.0).collect();
+                let float_rows: Vec<Vec<f64>> = by_row
+                    .iter()
+                    .map(|row| row.iter().map(|&v| v as f64 / 4.0).collect())
+                    .collect();
+                assert_eq!(
+                    fill("x", &floats, &offsets, target, 0.5, left).unwrap(),
+                    padded_by_hand(&float_rows, target, 0.5, left),
+                    "float fill: {what}"
+                );
+                assert_eq!(
+                    attention_mask("mask", &lengths, target, left).unwrap(),
+                    padded_by_hand(&ones, target, 0, left),
+                    "mask: {what}"
+                );
+                // The same through `collate`, the group's keys and its created mask together.
+                let rows: Vec<&[i64]> = by_row.iter().map(Vec::as_slice).collect();
+                let types: Vec<Vec<i64>> = lengths.iter().map(|&l| vec![1; l]).collect();
+                let type_rows: Vec<&[i64]> = types.iter().map(Vec::as_slice).collect();
+                let mut padding = group(strategy, left);
+                padding.lead_pad_value = -7;
+                padding.pad_to_multiple_of = multiple;
+                let outputs = collate(
+                    vec![
+                        seq_column("input_ids", &rows),
+                        seq_column("token_type_ids", &type_rows),
+                    ],
+                    &plan(vec![padding]),
+                )
+                .unwrap();
+                let datas: Vec<_> = outputs.iter().map(|o| o.data.clone()).collect();
+                assert_eq!(
+                    datas,
+                    [
+                        Data::I64(expected),
+                        Data::I64(padded_by_hand(&types, target, 9, left)),
+                        Data::I64(padded_by_hand(&ones, target, 0, left)),
+                    ],
+                    "collate: {what}"
+                );
+            }
+            let positions: Vec<Vec<i64>> =
+                lengths.iter().map(|&l| (0..l as i64).collect()).collect();
+            assert_eq!(
+                position_ids("position_ids", &lengths, target).unwrap(),
+                padded_by_hand(&positions, target, 0, false),
+                "positions: lengths {lengths:?}, target {target}"
+            );
+        }
     }
 
     #[test]
     fn slots_never_write_past_the_buffer() {
-        let mut buffer = uninit::<i64>(4);
         // A row writer that appends more than the whole buffer: the fill gives up.
-        let filled = fill_slots("ids", &[2, 2], 2, 0, false, &mut buffer, |_, out| {
+        let filled = fill_in_place("ids", &[2, 2], 2, 0, false, |_, out| {
             out.extend_from_slice(&[1, 2, 3, 4, 5, 6]);
             true
         });
-        assert_eq!(filled, Ok(false));
+        assert_eq!(filled, Ok(None));
+        let mut buffer = uninit::<i64>(4);
         let mut slots = Slots::new(&mut buffer[..2]);
         assert_eq!(slots.try_reserve(3), Err(NoRoom));
         slots.extend_from_slice(&[7]);
