@@ -261,8 +261,8 @@ fn copy_rows<'a, T: Copy>(
     }
 }
 
-/// The one fill every padded output goes through (`fill`, `attention_mask`, `position_ids`
-/// and the bindings' straight-from-rows readers are its row writers): a fresh `rows × target`
+/// The one fill of padded rows (`fill`, `attention_mask`, `position_ids` and the bindings'
+/// straight-from-rows readers are its row writers): a fresh `rows × target`
 /// buffer holding, row by row, the values `write_row(row, out)` appends to `out` (exactly
 /// `lengths[row]` of them) and `pad` in the row's other slots, before the values when `left`.
 /// Rows are written in order; `write_row` returns false (or appends some other number of
