@@ -121,8 +121,6 @@ pub enum Data {
     I64(Vec<i64>),
     F32(Vec<f32>),
     F64(Vec<f64>),
-    /// Written into the buffer the caller gave for the output (see [`Planned::fill`]).
-    Given,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -232,29 +230,6 @@ pub fn fill<T: Copy>(
     filled.ok_or_else(|| offsets_past_values(key))
 }
 
-/// `fill` into `into`, which holds exactly `rows × target` slots (a buffer the caller gives).
-pub fn fill_into<T: Copy>(
-    key: &str,
-    values: &[T],
-    offsets: &[usize],
-    target: usize,
-    pad: T,
-    left: bool,
-    into: &mut [MaybeUninit<T>],
-) -> Result<()> {
-    let lengths = row_lengths(offsets);
-    let filled = fill_slots(
-        key,
-        &lengths,
-        target,
-        pad,
-        left,
-        into,
-        copy_rows(values, offsets),
-    )?;
-    filled.then_some(()).ok_or_else(|| offsets_past_values(key))
-}
-
 fn row_lengths(offsets: &[usize]) -> Vec<usize> {
     offsets
         .windows(2)
@@ -286,79 +261,32 @@ fn copy_rows<'a, T: Copy>(
     }
 }
 
-/// A `rows × target` buffer holding, row by row, the values `write_row(row, out)` appends to
-/// `out` (exactly `lengths[row]` of them) and `pad` in the row's other slots, before the values
-/// when `left`. Rows are written in order; `write_row` returns false (or appends some other
-/// number of values) to give up, and then the result is `Ok(None)`. A row longer than `target`
-/// is an error naming it. The buffer is a fresh vector: `fill_slots` writes one the caller
-/// gives.
+/// The one fill of padded rows (`fill`, `attention_mask`, `position_ids` and the bindings'
+/// straight-from-rows readers are its row writers): a fresh `rows × target`
+/// buffer holding, row by row, the values `write_row(row, out)` appends to `out` (exactly
+/// `lengths[row]` of them) and `pad` in the row's other slots, before the values when `left`.
+/// Rows are written in order; `write_row` returns false (or appends some other number of
+/// values) to give up, and then the result is `Ok(None)`. A row longer than `target` is an
+/// error naming it. The size is checked before anything is reserved.
+///
+/// Every slot is written once, padding and values alike: no pass prefills the buffer.
 pub fn fill_in_place<T: Copy>(
     key: &str,
     lengths: &[usize],
     target: usize,
     pad: T,
     left: bool,
-    write_row: impl FnMut(usize, &mut Slots<'_, T>) -> bool,
+    mut write_row: impl FnMut(usize, &mut Slots<'_, T>) -> bool,
 ) -> Result<Option<Vec<T>>> {
     let size = output_size::<T>(key, lengths.len(), target)?;
-    let mut out: Vec<T> = try_reserved(key, size)?;
-    let Some(slots) = out.spare_capacity_mut().get_mut(..size) else {
+    let mut buffer: Vec<T> = try_reserved(key, size)?;
+    let Some(slots) = buffer.spare_capacity_mut().get_mut(..size) else {
         return Err(CollateError::OutOfMemory {
             key: key.into(),
             bytes: size.saturating_mul(std::mem::size_of::<T>()),
         });
     };
-    if !fill_slots(key, lengths, target, pad, left, slots, write_row)? {
-        return Ok(None);
-    }
-    // SAFETY: `fill_slots` returned true: it wrote every one of the `size` slots, which lie
-    // within the capacity reserved above.
-    unsafe { out.set_len(size) };
-    Ok(Some(out))
-}
-
-/// `fill_in_place` as an output's data: into `into` when given (a buffer the caller gave; the
-/// data is then `Data::Given`), else into a fresh vector.
-pub fn fill_data<T: OutputElement>(
-    key: &str,
-    lengths: &[usize],
-    target: usize,
-    pad: T,
-    left: bool,
-    into: Option<&mut [MaybeUninit<T>]>,
-    write_row: impl FnMut(usize, &mut Slots<'_, T>) -> bool,
-) -> Result<Option<Data>> {
-    Ok(match into {
-        None => fill_in_place(key, lengths, target, pad, left, write_row)?.map(T::data),
-        Some(into) => {
-            fill_slots(key, lengths, target, pad, left, into, write_row)?.then_some(Data::Given)
-        }
-    })
-}
-
-/// `fill_in_place` into `into`, a buffer of exactly `rows × target` slots the caller gives
-/// (another size is an error naming the key): `Ok(true)` when every slot was written, `Ok(false)`
-/// when `write_row` gave up (the slots are then partly written, for the caller to discard).
-///
-/// Every slot is written once: padding the whole buffer first and copying the rows over it
-/// went through the buffer twice (for numpy rows, a twentieth of a batch's time).
-pub fn fill_slots<T: Copy>(
-    key: &str,
-    lengths: &[usize],
-    target: usize,
-    pad: T,
-    left: bool,
-    into: &mut [MaybeUninit<T>],
-    mut write_row: impl FnMut(usize, &mut Slots<'_, T>) -> bool,
-) -> Result<bool> {
-    let size = output_size::<T>(key, lengths.len(), target)?;
-    if into.len() != size {
-        return Err(CollateError::InvalidOption(format!(
-            "'{key}': a buffer of {} values given for an output of {size}",
-            into.len()
-        )));
-    }
-    let mut out = Slots::new(into);
+    let mut out = Slots::new(slots);
     for (row, &length) in lengths.iter().enumerate() {
         let Some(padding) = target.checked_sub(length) else {
             return Err(CollateError::TooLong {
@@ -375,18 +303,24 @@ pub fn fill_slots<T: Copy>(
         }
         let start = out.len();
         if !write_row(row, &mut out) || out.overflowed || out.len() != start + length {
-            return Ok(false);
+            return Ok(None);
         }
         out.resize(row_end, pad);
     }
-    Ok(!out.overflowed && out.len() == size)
+    if out.overflowed || out.len() != size {
+        return Ok(None);
+    }
+    // SAFETY: `out` wrote every one of the `size` slots (it counts only written slots, from
+    // the start, never past them), which lie within the capacity reserved above.
+    unsafe { buffer.set_len(size) };
+    Ok(Some(buffer))
 }
 
 /// `Slots::try_reserve`'s error: the values asked for do not fit in the buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NoRoom;
 
-/// The slots `fill_slots` hands each row's writer: the buffer being filled, appended to as a
+/// The slots `fill_in_place` hands each row's writer: the buffer being filled, appended to as a
 /// `Vec` is (the same method names), but never past its end: an append that does not fit
 /// writes nothing and makes the fill give up.
 pub struct Slots<'a, T> {
@@ -590,11 +524,9 @@ fn output_dtype(plan: &Plan, key: &str, kind: Kind, padded: bool) -> DType {
     }
 }
 
-/// An element type of an output buffer.
-pub trait OutputElement: Copy {
+/// An element type of an output's data.
+trait OutputElement: Copy {
     fn data(values: Vec<Self>) -> Data;
-    /// The buffer as slots of this type, or None when it holds another dtype.
-    fn slots<'a>(buffer: OutputBuffer<'a>) -> Option<&'a mut [MaybeUninit<Self>]>;
 }
 
 macro_rules! output_element {
@@ -602,12 +534,6 @@ macro_rules! output_element {
         impl OutputElement for $type {
             fn data(values: Vec<Self>) -> Data {
                 Data::$variant(values)
-            }
-            fn slots<'a>(buffer: OutputBuffer<'a>) -> Option<&'a mut [MaybeUninit<Self>]> {
-                match buffer {
-                    OutputBuffer::$variant(slots) => Some(slots),
-                    _ => None,
-                }
             }
         }
     };
@@ -617,19 +543,6 @@ output_element!(bool, Bool);
 output_element!(i64, I64);
 output_element!(f32, F32);
 output_element!(f64, F64);
-
-/// A buffer the caller gives for one output (see [`Planned::fill`]): as many slots as the
-/// output has values, of its dtype, possibly not initialised. The bindings give none (a
-/// provider's buffers are written by `output_buffers` once the whole batch is padded), so only
-/// the tests construct some: left for the lead to remove with `Data::Given` and the `into` of
-/// the fills.
-#[allow(dead_code)]
-pub enum OutputBuffer<'a> {
-    Bool(&'a mut [MaybeUninit<bool>]),
-    I64(&'a mut [MaybeUninit<i64>]),
-    F32(&'a mut [MaybeUninit<f32>]),
-    F64(&'a mut [MaybeUninit<f64>]),
-}
 
 /// A column's values converted to an output's dtype, before they are laid out.
 enum Values<'a, T> {
@@ -646,65 +559,28 @@ impl<T: Copy> Values<'_, T> {
     }
 }
 
-/// `values` laid out as `planned` says, into `buffer` when given (then the result is
-/// `Data::Given`), else into a fresh vector (none when the values are already laid out).
+/// `values` laid out as `planned` says, in a fresh vector (the values themselves when they
+/// are already laid out).
 fn place<T: OutputElement>(
     planned: &PlannedOutput,
     offsets: &[usize],
     values: Values<'_, T>,
     pad: T,
-    buffer: Option<OutputBuffer<'_>>,
 ) -> Result<Data> {
     let key = planned.key.as_str();
-    let Some(buffer) = buffer else {
-        return Ok(T::data(match (planned.width, values) {
-            (Some(width), values) => {
-                fill(key, values.as_slice(), offsets, width, pad, planned.left)?
-            }
-            (None, Values::Owned(values)) => values,
-            (None, Values::Borrowed(values)) => {
-                let mut out = try_reserved(key, values.len())?;
-                out.extend_from_slice(values);
-                out
-            }
-        }));
-    };
-    let into = T::slots(buffer).ok_or_else(|| {
-        CollateError::InvalidOption(format!("'{key}': a buffer of another dtype was given"))
-    })?;
-    match planned.width {
-        Some(width) => fill_into(
-            key,
-            values.as_slice(),
-            offsets,
-            width,
-            pad,
-            planned.left,
-            into,
-        )?,
-        None => {
-            let values = values.as_slice();
-            if into.len() != values.len() {
-                return Err(CollateError::InvalidOption(format!(
-                    "'{key}': a buffer of {} values given for an output of {}",
-                    into.len(),
-                    values.len()
-                )));
-            }
-            for (slot, &value) in into.iter_mut().zip(values) {
-                slot.write(value);
-            }
+    Ok(T::data(match (planned.width, values) {
+        (Some(width), values) => fill(key, values.as_slice(), offsets, width, pad, planned.left)?,
+        (None, Values::Owned(values)) => values,
+        (None, Values::Borrowed(values)) => {
+            let mut out = try_reserved(key, values.len())?;
+            out.extend_from_slice(values);
+            out
         }
-    }
-    Ok(Data::Given)
+    }))
 }
 
 /// Lays one column out as `planned` says (its dtype, padded rows to its width when given).
-fn materialize(
-    column: &Column,
-    planned: &PlannedOutput,
-    buffer: Option<OutputBuffer<'_>>,
-) -> Result<Data> {
+fn materialize(column: &Column, planned: &PlannedOutput) -> Result<Data> {
     let offsets = &column.offsets;
     let is_float = column.kind == Some(Kind::Float);
     let pad = planned.pad_value;
@@ -715,37 +591,28 @@ fn materialize(
             offsets,
             Values::Borrowed(column.fitting_ints()?),
             pad,
-            buffer,
         ),
         // Float values forced to int64 truncate toward zero, as torch.tensor(dtype=long) does.
-        DType::I64 => place(
-            planned,
-            offsets,
-            Values::Owned(column.to_ints()?),
-            pad,
-            buffer,
-        ),
+        DType::I64 => place(planned, offsets, Values::Owned(column.to_ints()?), pad),
         DType::Bool => {
             let flat: Vec<bool> = if is_float {
                 column.floats.iter().map(|&v| v != 0.0).collect()
             } else {
                 column.fitting_ints()?.iter().map(|&v| v != 0).collect()
             };
-            place(planned, offsets, Values::Owned(flat), pad != 0, buffer)
+            place(planned, offsets, Values::Owned(flat), pad != 0)
         }
         DType::F32 => place(
             planned,
             offsets,
             Values::Owned(column.to_f32s()?),
             pad as f32,
-            buffer,
         ),
         DType::F64 => place(
             planned,
             offsets,
             Values::Owned(column.to_floats()?),
             pad as f64,
-            buffer,
         ),
     }
 }
@@ -765,13 +632,11 @@ fn ones_like_lengths(key: &str, lengths: &[usize]) -> Column {
 /// Turns gathered columns into output buffers, following `plan`. Output order is the columns'
 /// order, with a created attention mask appended after them (where transformers puts it).
 pub fn collate(columns: Vec<Column>, plan: &Plan) -> Result<Vec<Output>> {
-    let planned = plan_outputs(columns, plan)?;
-    let buffers = planned.outputs.iter().map(|_| None).collect();
-    planned.fill(buffers)
+    plan_outputs(columns, plan)?.fill()
 }
 
-/// One output of [`plan_outputs`] before its values are written: its key, dtype and shape
-/// (what a buffer for it must hold), and how its column is laid out.
+/// One output of [`plan_outputs`] before its values are written: its key, dtype and shape,
+/// and how its column is laid out.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlannedOutput {
     pub key: String,
@@ -784,27 +649,18 @@ pub struct PlannedOutput {
 }
 
 /// Gathered columns checked against a plan, each with the output it becomes: `collate` in
-/// two steps, so that a caller can give a buffer for each output once its size is known.
+/// two steps, every output's size checked (the batch together) before the first is reserved.
 pub struct Planned {
     columns: Vec<Column>,
     pub outputs: Vec<PlannedOutput>,
 }
 
 impl Planned {
-    /// Writes each output into its buffer (`buffers[i]` for `outputs[i]`; the output is then
-    /// `Data::Given`), or into a fresh vector where it has none. A buffer must be exactly the
-    /// output's size and dtype: anything else is an error naming the key.
-    pub fn fill(self, buffers: Vec<Option<OutputBuffer<'_>>>) -> Result<Vec<Output>> {
-        if buffers.len() != self.outputs.len() {
-            return Err(CollateError::InvalidOption(format!(
-                "{} buffers given for {} outputs",
-                buffers.len(),
-                self.outputs.len()
-            )));
-        }
+    /// Writes each output's values into a fresh vector.
+    pub fn fill(self) -> Result<Vec<Output>> {
         let mut outputs = Vec::with_capacity(self.outputs.len());
-        for ((column, planned), buffer) in self.columns.iter().zip(self.outputs).zip(buffers) {
-            let data = materialize(column, &planned, buffer)?;
+        for (column, planned) in self.columns.iter().zip(self.outputs) {
+            let data = materialize(column, &planned)?;
             outputs.push(Output {
                 key: planned.key,
                 data,
@@ -1292,44 +1148,128 @@ mod tests {
         (0..n).map(|_| MaybeUninit::uninit()).collect()
     }
 
-    /// The values of slots every one of which was written.
-    fn written<T: Copy>(slots: &[MaybeUninit<T>]) -> Vec<T> {
-        // SAFETY: the callers pass slots a successful fill wrote, every one of them.
-        slots
-            .iter()
-            .map(|slot| unsafe { slot.assume_init() })
-            .collect()
+    /// Row `row` of `rows` padded to `target` with `pad`, the padding first when `left`: the
+    /// layout every fill must give, written the plain way.
+    fn padded_by_hand<T: Copy>(rows: &[Vec<T>], target: usize, pad: T, left: bool) -> Vec<T> {
+        let mut out = Vec::new();
+        for row in rows {
+            let padding = std::iter::repeat_n(pad, target - row.len());
+            if left {
+                out.extend(padding.chain(row.iter().copied()));
+            } else {
+                out.extend(row.iter().copied().chain(padding));
+            }
+        }
+        out
     }
 
     #[test]
-    fn fill_slots_writes_a_given_buffer_as_fill_in_place_writes_a_vector() {
-        let rows: [&[i64]; 3] = [&[1, 2], &[], &[3, 4, 5]];
-        let lengths: Vec<usize> = rows.iter().map(|r| r.len()).collect();
-        for left in [false, true] {
-            let write = |row: usize, out: &mut Slots<'_, i64>| {
-                out.extend_from_slice(rows[row]);
-                true
+    fn every_fill_lays_rows_out_as_by_hand_on_random_lengths() {
+        use crate::core::rng::{Rng, Xoshiro256PlusPlus};
+        let mut rng = Xoshiro256PlusPlus::from_seed(39);
+        for _ in 0..300 {
+            let rows = 1 + rng.below(6) as usize;
+            let lengths: Vec<usize> = (0..rows).map(|_| rng.below(12) as usize).collect();
+            let multiple = [None, Some(1), Some(3), Some(8)][rng.below(4) as usize];
+            let strategy = if rng.below(2) == 0 {
+                Strategy::Longest
+            } else {
+                Strategy::MaxLength(
+                    lengths.iter().copied().max().unwrap_or(0) + rng.below(5) as usize,
+                )
             };
-            let fresh = fill_in_place("ids", &lengths, 4, 9, left, write).unwrap();
-            let mut given = uninit::<i64>(12);
-            assert!(fill_slots("ids", &lengths, 4, 9, left, &mut given, write).unwrap());
-            assert_eq!(Some(written(&given)), fresh);
+            let target = target_length("ids", &lengths, strategy, multiple)
+                .unwrap()
+                .unwrap();
+            if let Some(multiple) = multiple {
+                assert_eq!(target % multiple, 0);
+            }
+            let mut offsets = vec![0];
+            let mut values = Vec::new();
+            let mut by_row = Vec::new();
+            for &length in &lengths {
+                let row: Vec<i64> = (0..length).map(|_| 1 + rng.below(1000) as i64).collect();
+                values.extend_from_slice(&row);
+                offsets.push(values.len());
+                by_row.push(row);
+            }
+            let ones: Vec<Vec<i64>> = lengths.iter().map(|&l| vec![1; l]).collect();
+            for left in [false, true] {
+                let expected = padded_by_hand(&by_row, target, -7, left);
+                let what = format!("lengths {lengths:?}, target {target}, left {left}");
+                assert_eq!(
+                    fill("ids", &values, &offsets, target, -7, left).unwrap(),
+                    expected,
+                    "fill: {what}"
+                );
+                // A row writer appending through a slice, as the straight-from-rows readers do.
+                let sliced = fill_in_place("ids", &lengths, target, -7, left, |row, out| {
+                    append_slots(out, lengths[row], |place| {
+                        place.copy_from_slice(&by_row[row]);
+                        true
+                    })
+                });
+                assert_eq!(sliced.unwrap(), Some(expected.clone()), "slices: {what}");
+                let floats: Vec<f64> = values.iter().map(|&v| v as f64 / 4.0).collect();
+                let float_rows: Vec<Vec<f64>> = by_row
+                    .iter()
+                    .map(|row| row.iter().map(|&v| v as f64 / 4.0).collect())
+                    .collect();
+                assert_eq!(
+                    fill("x", &floats, &offsets, target, 0.5, left).unwrap(),
+                    padded_by_hand(&float_rows, target, 0.5, left),
+                    "float fill: {what}"
+                );
+                assert_eq!(
+                    attention_mask("mask", &lengths, target, left).unwrap(),
+                    padded_by_hand(&ones, target, 0, left),
+                    "mask: {what}"
+                );
+                // The same through `collate`, the group's keys and its created mask together.
+                let rows: Vec<&[i64]> = by_row.iter().map(Vec::as_slice).collect();
+                let types: Vec<Vec<i64>> = lengths.iter().map(|&l| vec![1; l]).collect();
+                let type_rows: Vec<&[i64]> = types.iter().map(Vec::as_slice).collect();
+                let mut padding = group(strategy, left);
+                padding.lead_pad_value = -7;
+                padding.pad_to_multiple_of = multiple;
+                let outputs = collate(
+                    vec![
+                        seq_column("input_ids", &rows),
+                        seq_column("token_type_ids", &type_rows),
+                    ],
+                    &plan(vec![padding]),
+                )
+                .unwrap();
+                let datas: Vec<_> = outputs.iter().map(|o| o.data.clone()).collect();
+                assert_eq!(
+                    datas,
+                    [
+                        Data::I64(expected),
+                        Data::I64(padded_by_hand(&types, target, 9, left)),
+                        Data::I64(padded_by_hand(&ones, target, 0, left)),
+                    ],
+                    "collate: {what}"
+                );
+            }
+            let positions: Vec<Vec<i64>> =
+                lengths.iter().map(|&l| (0..l as i64).collect()).collect();
+            assert_eq!(
+                position_ids("position_ids", &lengths, target).unwrap(),
+                padded_by_hand(&positions, target, 0, false),
+                "positions: lengths {lengths:?}, target {target}"
+            );
         }
-        // A buffer of another size is an error naming the key; nothing is written.
-        let mut short = uninit::<i64>(11);
-        let err = fill_slots("ids", &lengths, 4, 9, false, &mut short, |_, _| true).unwrap_err();
-        assert!(matches!(err, CollateError::InvalidOption(ref m) if m.contains("'ids'")));
     }
 
     #[test]
     fn slots_never_write_past_the_buffer() {
-        let mut buffer = uninit::<i64>(4);
         // A row writer that appends more than the whole buffer: the fill gives up.
-        let filled = fill_slots("ids", &[2, 2], 2, 0, false, &mut buffer, |_, out| {
+        let filled = fill_in_place("ids", &[2, 2], 2, 0, false, |_, out| {
             out.extend_from_slice(&[1, 2, 3, 4, 5, 6]);
             true
         });
-        assert_eq!(filled, Ok(false));
+        assert_eq!(filled, Ok(None));
+        let mut buffer = uninit::<i64>(4);
         let mut slots = Slots::new(&mut buffer[..2]);
         assert_eq!(slots.try_reserve(3), Err(NoRoom));
         slots.extend_from_slice(&[7]);
@@ -1351,7 +1291,7 @@ mod tests {
     }
 
     #[test]
-    fn planned_outputs_fill_given_buffers_with_collates_values() {
+    fn planned_outputs_describe_each_output_and_fill_as_collate_does() {
         let columns = || {
             let mut label = Column::new("label");
             for v in [0.5, 1.5] {
@@ -1385,32 +1325,7 @@ mod tests {
                 ("attention_mask", DType::I64, matrix),
             ]
         );
-        let (mut ids, mut types, mut labels) = (uninit(6), uninit(6), uninit(2));
-        let buffers = vec![
-            Some(OutputBuffer::I64(&mut ids)),
-            Some(OutputBuffer::I64(&mut types)),
-            Some(OutputBuffer::F32(&mut labels)),
-            None, // the mask into a fresh vector
-        ];
-        let outputs = planned.fill(buffers).unwrap();
-        assert!(outputs[..3].iter().all(|o| o.data == Data::Given));
-        assert_eq!(outputs[3], expected[3]);
-        assert_eq!(Data::I64(written(&ids)), expected[0].data);
-        assert_eq!(Data::I64(written(&types)), expected[1].data);
-        assert_eq!(Data::F32(written(&labels)), expected[2].data);
-        // A buffer of another dtype or size is an error naming the key.
-        let mut floats = uninit::<f64>(6);
-        let planned = plan_outputs(columns(), &plan).unwrap();
-        let err = planned
-            .fill(vec![Some(OutputBuffer::F64(&mut floats)), None, None, None])
-            .unwrap_err();
-        assert!(matches!(err, CollateError::InvalidOption(ref m) if m.contains("'input_ids'")));
-        let mut few = uninit::<f32>(1);
-        let planned = plan_outputs(columns(), &plan).unwrap();
-        let err = planned
-            .fill(vec![None, None, Some(OutputBuffer::F32(&mut few)), None])
-            .unwrap_err();
-        assert!(matches!(err, CollateError::InvalidOption(ref m) if m.contains("'label'")));
+        assert_eq!(planned.fill().unwrap(), expected);
     }
 
     #[test]

@@ -9,8 +9,6 @@
 //! reads it again and reports what is wrong, in row order. Giving up runs no Python code and
 //! changes nothing, so the result is the general path's either way.
 
-use std::mem::MaybeUninit;
-
 use numpy::{PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -169,10 +167,8 @@ impl IntValuesVisitor for AppendFirst<'_, '_> {
     }
 }
 
-/// Fills a padded buffer (`into`, or a fresh one) from concatenated rows, each row's values a
-/// slice of `values`.
+/// Fills a fresh padded buffer from concatenated rows, each row's values a slice of `values`.
 struct FillFromConcatenated<'a> {
-    into: Option<&'a mut [MaybeUninit<i64>]>,
     key: &'a str,
     /// Where the key's values start in the concatenation.
     offset: usize,
@@ -186,13 +182,12 @@ impl IntValuesVisitor for FillFromConcatenated<'_> {
     type Output = Option<Data>;
     fn visit<T: IntElement>(self, values: &[T]) -> Option<Data> {
         let mut start = self.offset;
-        let filled = pad::fill_data(
+        let filled = pad::fill_in_place(
             self.key,
             self.lengths,
             self.target,
             self.pad_value,
             self.left,
-            self.into,
             |row, out| {
                 let length = self.lengths[row];
                 let written = array_values::append_ints(values, start, length, out);
@@ -200,46 +195,39 @@ impl IntValuesVisitor for FillFromConcatenated<'_> {
                 written
             },
         );
-        filled.ok().flatten()
+        filled.ok().flatten().map(Data::I64)
     }
 }
 
-/// `member` padded to `target` (into `into` when given), each row's values appended by
-/// `append(row, out)`.
+/// `member` padded to `target`, each row's values appended by `append(row, out)`.
 fn fill_rows(
     member: &Member<'_, '_>,
     target: usize,
     left: bool,
-    into: Option<&mut [MaybeUninit<i64>]>,
     append: impl FnMut(usize, &mut Slots<'_, i64>) -> bool,
 ) -> Option<Data> {
-    pad::fill_data(
+    pad::fill_in_place(
         member.key,
         &member.lengths,
         target,
         member.pad_value,
         left,
-        into,
         append,
     )
     .ok()
     .flatten()
+    .map(Data::I64)
 }
 
-fn fill_member(
-    member: &Member<'_, '_>,
-    target: usize,
-    left: bool,
-    into: Option<&mut [MaybeUninit<i64>]>,
-) -> Option<Data> {
+fn fill_member(member: &Member<'_, '_>, target: usize, left: bool) -> Option<Data> {
     let length = |row: usize| member.lengths[row];
     match &member.rows {
-        KeyRows::Values(values) => fill_rows(member, target, left, into, |row, out| {
+        KeyRows::Values(values) => fill_rows(member, target, left, |row, out| {
             values
                 .get(row)
                 .is_some_and(|value| append_value(value, out, length(row)))
         }),
-        KeyRows::Tensors(tensors) => fill_rows(member, target, left, into, |row, out| {
+        KeyRows::Tensors(tensors) => fill_rows(member, target, left, |row, out| {
             tensors.get(row).is_some_and(|tensor| {
                 tensor.visit(AppendFirst {
                     length: length(row),
@@ -250,7 +238,6 @@ fn fill_member(
         KeyRows::Concatenated(concatenated) => array_values::with_int_values(
             &concatenated.array,
             FillFromConcatenated {
-                into,
                 key: member.key,
                 offset: concatenated.offset,
                 lengths: &member.lengths,
@@ -359,18 +346,17 @@ pub fn pad_group<'a, 'py>(
     for (member, _) in &members {
         outputs.push(Output {
             key: member.key.to_owned(),
-            data: fill_member(member, target, group.left, None)?,
+            data: fill_member(member, target, group.left)?,
             layout: layout.clone(),
         });
     }
     if let Some(mask_key) = mask_key {
-        let ones = pad::fill_data(
+        let ones = pad::fill_in_place(
             mask_key,
             &lead_lengths,
             target,
             0,
             group.left,
-            None,
             |row, out| {
                 out.resize(out.len() + lead_lengths[row], 1);
                 true
@@ -379,7 +365,7 @@ pub fn pad_group<'a, 'py>(
         .ok()??;
         outputs.push(Output {
             key: mask_key.to_owned(),
-            data: ones,
+            data: Data::I64(ones),
             layout,
         });
     }

@@ -29,13 +29,12 @@ use crate::core::pad::{DType, Data, Layout, Output};
 use crate::py::convert::dlpack::{self, BufferView, NotABuffer};
 use crate::py::convert::torch::{self as torch_py, torch_tensor_type};
 
-fn dtype_of(data: &Data) -> Option<DType> {
+fn dtype_of(data: &Data) -> DType {
     match data {
-        Data::Bool(_) => Some(DType::Bool),
-        Data::I64(_) => Some(DType::I64),
-        Data::F32(_) => Some(DType::F32),
-        Data::F64(_) => Some(DType::F64),
-        Data::Given => None,
+        Data::Bool(_) => DType::Bool,
+        Data::I64(_) => DType::I64,
+        Data::F32(_) => DType::F32,
+        Data::F64(_) => DType::F64,
     }
 }
 
@@ -97,10 +96,10 @@ impl<'py> OutputBuffers<'py> {
         // Phase 1: every Python-level answer.
         let mut asked: Vec<Asked<'py>> = Vec::with_capacity(outputs.len());
         for (at, output) in outputs.iter().enumerate() {
-            let (Some(dims), Some(dtype)) = (dims_of(&output.layout), dtype_of(&output.data))
-            else {
+            let Some(dims) = dims_of(&output.layout) else {
                 continue;
             };
+            let dtype = dtype_of(&output.data);
             if outputs[..at].iter().any(|o| o.key == output.key) {
                 return Err(PyValueError::new_err(format!(
                     "'{}' is two outputs: one buffer cannot hold both",
@@ -256,7 +255,6 @@ unsafe fn write(data: &Data, view: &BufferView) -> bool {
             Data::I64(values) => copy(values, view),
             Data::F32(values) => copy(values, view),
             Data::F64(values) => copy(values, view),
-            Data::Given => false,
         }
     }
 }

@@ -168,7 +168,6 @@ pub fn converted<'py>(
                 Data::I64(v) => tensor_from_vec(py, make, v, dims, dtype(INT, 64)),
                 Data::F32(v) => tensor_from_vec(py, make, v, dims, dtype(FLOAT, 32)),
                 Data::F64(v) => tensor_from_vec(py, make, v, dims, dtype(FLOAT, 64)),
-                Data::Given => output_to_py(py, output),
             };
         }
     }
