@@ -6,7 +6,7 @@ reserved or written, with no resource limit in place (the one sizing rule,
 came well under a second, and that the process's peak memory barely grew.
 
 The read routes: the whole file runs again with torch's DLPack exchange table off
-(`test_again_without_torchs_exchange_table`)."""
+(`test_again_without_torchs_exchange_table`, a slow test: `-m slow` or CI's full run)."""
 
 from __future__ import annotations
 
@@ -329,12 +329,18 @@ def test_packing_budgets_reserve_nothing_by_them():
 # -- the other read route --------------------------------------------------------------------
 
 
+# Re-runs this whole file in a child process (under the profile this run has): slow, as
+# test_read_paths' own re-run is.
+@pytest.mark.slow
+@pytest.mark.timeout(900)
 @pytest.mark.skipif(
     os.environ.get("FASTCOLLATE_DLPACK_EXCHANGE") == "0", reason="this is the run it starts"
 )
-def test_again_without_torchs_exchange_table():
+def test_again_without_torchs_exchange_table(request):
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__],
+        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+         f"--hypothesis-profile={request.config.getoption('hypothesis_profile') or 'default'}",
+         __file__],
         env={**os.environ, "FASTCOLLATE_DLPACK_EXCHANGE": "0"},
         capture_output=True, text=True, timeout=900, check=False,
     )

@@ -4,8 +4,9 @@ once copied borrowed slices with the interpreter released (reads of freed memory
 borrow release unwrapping None inside a drop: an abort), and the token padding reads rows in
 place; neither may crash, whatever the thread does. Each run is a child process
 (`python -m tests.support.hostile`), so a crash fails the test instead of killing pytest, on
-both read routes (`FASTCOLLATE_DLPACK_EXCHANGE` on and off). `FASTCOLLATE_HOSTILE_ITERATIONS`
-sets the iterations per run (CI runs more)."""
+both read routes (`FASTCOLLATE_DLPACK_EXCHANGE` on and off). The iterations per run scale with
+the hypothesis profile as example counts do (`examples`): an iteration costs far less than the
+child's start, so the default run keeps a few dozen and CI runs ten times as many."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-ITERATIONS = int(os.environ.get("FASTCOLLATE_HOSTILE_ITERATIONS", "30"))
+from tests.support.hypothesis_profiles import examples  # noqa: E402
+
+ITERATIONS = examples(300)
 
 
 @pytest.mark.parametrize("exchange_table", ["1", "0"])
