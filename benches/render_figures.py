@@ -109,12 +109,16 @@ def basis_sentence(record: dict[str, Any]) -> str:
         )
     pools = sorted({r["pool_batches"] for r in record["results"]})
     rows = record["settings"]["basis"]["fresh"]["pool_rows"]
-    span = f"{pools[0]}" if len(pools) == 1 else f"{pools[-1]} to {pools[0]}"
+    span = (
+        f"{pools[0]:,} batches"
+        if len(pools) == 1
+        else f"{pools[-1]:,} batches at the smallest batch size to {pools[0]:,} at the largest"
+    )
     cached = record["settings"]["basis"]["cached"]["batches"]
     return (
         "Measured the way a DataLoader feeds a collator: each call gets a batch built just "
         "before it (a new list of new row dicts, as the DataLoader's fetcher builds it), in "
-        f"turn from a pool of distinct batches ({rows:,} rows: {span} batches), both "
+        f"turn from a pool of distinct batches ({rows:,} rows: {span}), both "
         "libraries on the same batches in one process; only the call is timed, its fixed "
         f"cost included. Cached: the same {cached} batches reused while they stay in cache."
     )
