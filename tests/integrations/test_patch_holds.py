@@ -6,7 +6,6 @@ recorded as transformers' (which made every fall-back `tokenizer.pad` recurse)."
 from __future__ import annotations
 
 import importlib
-import sys
 import threading
 
 import pytest
@@ -16,6 +15,7 @@ from transformers.tokenization_utils_base import PreTrainedTokenizerBase
 import fastcollate
 from fastcollate._internal import patching
 from fastcollate.integrations import tokenizer_pad as routed
+from tests.support.thread_races import race
 
 pytestmark = pytest.mark.parity
 
@@ -90,34 +90,18 @@ def test_racing_patch_and_unpatch_leave_transformers_whole(bert_tokenizer):
     its handle or by `unpatch_transformers()`, while others ask for transformers' original:
     every original read is transformers' own, and the end state is transformers' objects."""
     threads_count, rounds = 8, 4
-    barrier = threading.Barrier(threads_count)
     seen: list[object] = []
-    errors: list[BaseException] = []
-    interval = sys.getswitchinterval()
 
-    def work(index: int) -> None:
-        try:
-            barrier.wait()
-            for round_index in range(rounds):
-                handle = fastcollate.patch_transformers(tokenizer_pad=True)
-                seen.append(patching.original("transformers.tokenization_utils_base",
-                                              "PreTrainedTokenizerBase.pad"))
-                if (index + round_index) % 3 == 0:
-                    fastcollate.unpatch_transformers()
-                else:
-                    handle.undo()
-        except BaseException as error:  # noqa: BLE001 - reported below
-            errors.append(error)
+    def step(index: int, round_index: int) -> None:
+        handle = fastcollate.patch_transformers(tokenizer_pad=True)
+        seen.append(patching.original("transformers.tokenization_utils_base",
+                                      "PreTrainedTokenizerBase.pad"))
+        if (index + round_index) % 3 == 0:
+            fastcollate.unpatch_transformers()
+        else:
+            handle.undo()
 
-    sys.setswitchinterval(1e-5)
-    try:
-        threads = [threading.Thread(target=work, args=(i,)) for i in range(threads_count)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=120)
-    finally:
-        sys.setswitchinterval(interval)
+    errors = race(step, threads_count, rounds)
     assert errors == []
     assert len(seen) == threads_count * rounds
     assert all(value is ORIGINAL_PAD for value in seen)

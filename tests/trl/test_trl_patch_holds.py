@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-import threading
 
 import pytest
 
@@ -19,6 +18,7 @@ import fastcollate  # noqa: E402
 import fastcollate.trl  # noqa: E402
 from fastcollate._internal import patching  # noqa: E402
 from fastcollate.trl import patch as trl_patch  # noqa: E402
+from tests.support.thread_races import race  # noqa: E402
 
 pytestmark = pytest.mark.parity
 
@@ -71,32 +71,14 @@ def test_nested_and_two_handles():
 
 
 def test_racing_patch_and_unpatch_leave_trl_whole():
-    threads_count, rounds = 6, 3
-    barrier = threading.Barrier(threads_count)
-    errors: list[BaseException] = []
-    interval = sys.getswitchinterval()
+    def step(index: int, round_index: int) -> None:
+        handle = fastcollate.patch_trl()
+        if (index + round_index) % 3 == 0:
+            fastcollate.unpatch_trl()
+        else:
+            handle.undo()
 
-    def work(index: int) -> None:
-        try:
-            barrier.wait()
-            for round_index in range(rounds):
-                handle = fastcollate.patch_trl()
-                if (index + round_index) % 3 == 0:
-                    fastcollate.unpatch_trl()
-                else:
-                    handle.undo()
-        except BaseException as error:  # noqa: BLE001 - reported below
-            errors.append(error)
-
-    sys.setswitchinterval(1e-5)
-    try:
-        threads = [threading.Thread(target=work, args=(i,)) for i in range(threads_count)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=120)
-    finally:
-        sys.setswitchinterval(interval)
+    errors = race(step, threads=6, rounds=3)
     assert errors == []
     fastcollate.unpatch_trl()
     assert_restored()
