@@ -68,6 +68,18 @@ def _outcome(call, rows):
         return None, err
 
 
+def _assert_agree(entry_points, rows):
+    """Each entry point raises where transformers' does, and otherwise gives its batch."""
+    for name, theirs, ours in entry_points:
+        expected, their_error = _outcome(theirs, rows)
+        got, our_error = _outcome(ours, rows)
+        if their_error is not None:
+            assert our_error is not None, name
+            continue
+        assert our_error is None, f"{name}: {our_error}"
+        assert_same_batch(dict(got), dict(expected))
+
+
 # --- 1. floats among token ids --------------------------------------------------------------
 
 LISTED_FLOATS = {
@@ -134,14 +146,7 @@ def test_float_arrays_and_tensors_of_token_ids_pad_as_transformers(bert_tokenize
             {"input_ids": make([4.0], np.float32)}]
     if row_format == "int-then-float":
         rows[0]["input_ids"] = np.array([1, 2, 3])
-    for name, theirs, ours in _entry_points(bert_tokenizer):
-        expected, their_error = _outcome(theirs, rows)
-        got, our_error = _outcome(ours, rows)
-        if their_error is not None:
-            assert our_error is not None, name
-            continue
-        assert our_error is None, f"{name}: {our_error}"
-        assert_same_batch(dict(got), dict(expected))
+    _assert_agree(_entry_points(bert_tokenizer), rows)
 
 
 def _arrow_batch(data, features):
@@ -298,14 +303,7 @@ def test_lists_of_numpy_scalars_keep_their_dtype(bert_tokenizer, values, main):
     make = {"list": list, "numpy": np.array, "torch": torch.tensor}[main]
     rows = [{"input_ids": make([1, 2]), "labels": list(values), "score": values[0]},
             {"input_ids": make([3]), "labels": list(values)[::-1], "score": values[-1]}]
-    for name, theirs, ours in _entry_points(bert_tokenizer)[:4]:
-        expected, their_error = _outcome(theirs, rows)
-        got, our_error = _outcome(ours, rows)
-        if their_error is not None:
-            assert our_error is not None, name
-            continue
-        assert our_error is None, f"{name}: {our_error}"
-        assert_same_batch(dict(got), dict(expected))
+    _assert_agree(_entry_points(bert_tokenizer)[:4], rows)
     same_length = [{"x": list(values)}, {"x": list(values)[::-1]}]
     for return_tensors in ("pt", "np"):
         expected = transformers.default_data_collator(copy.deepcopy(same_length), return_tensors)
