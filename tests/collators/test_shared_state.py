@@ -5,7 +5,6 @@ result for its own side, and no attribute of it is ever set (spied on by a `__se
 from __future__ import annotations
 
 import copy
-import threading
 
 import numpy as np
 import pytest
@@ -14,6 +13,7 @@ from transformers import Wav2Vec2FeatureExtractor
 
 import fastcollate
 from tests.support.compare import assert_same_batch
+from tests.support.thread_races import race
 
 pytestmark = pytest.mark.parity
 
@@ -61,25 +61,17 @@ def test_the_extractor_is_never_set_and_each_side_is_transformers(dtype):
 
 def hammer(calls: dict[str, object], make) -> list[str]:
     """Runs `make(side)` from two threads at once (one per side), many times, and returns a
-    line per result that is not `calls[side]`."""
-    barrier = threading.Barrier(2)
-    wrong: list[str] = []
+    line per thread whose result was not `calls[side]` (that thread stops there)."""
+    sides = ("left", "right")
 
-    def work(side: str) -> None:
-        barrier.wait()
-        for index in range(150):
-            try:
-                assert_same_batch(make(side), calls[side])
-            except AssertionError as error:
-                wrong.append(f"{side} call {index}: {error}")
-                return
+    def step(index: int, round_index: int) -> None:
+        side = sides[index]
+        try:
+            assert_same_batch(make(side), calls[side])
+        except AssertionError as error:
+            raise AssertionError(f"{side} call {round_index}: {error}") from None
 
-    threads = [threading.Thread(target=work, args=(side,)) for side in ("left", "right")]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    return wrong
+    return [str(error) for error in race(step, threads=len(sides), rounds=150)]
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32])

@@ -27,6 +27,14 @@ def stream_of(sequences):
     return datasets.Dataset.from_dict({"input_ids": sequences}).to_iterable_dataset(num_shards=2)
 
 
+def small_stream(kind):
+    """A packed or length-grouped stream over 60 counted rows, seeded."""
+    source = stream_of(counting_rows(60))
+    if kind == "packed":
+        return fastcollate.PackedStream(source, BUDGET, buffer=8, seed=2)
+    return fastcollate.LengthGroupedStream(source, BATCH, buffer=8, seed=2)
+
+
 def epoch_lengths(kind, sequences, seed):
     """How many batches the Trainer's stream yields in epochs 0 and 1."""
     lengths = []
@@ -84,13 +92,7 @@ def test_resume_inside_epoch_0_and_a_later_epoch(tmp_path, bert_tokenizer, kind)
 @pytest.mark.parametrize("kind", ["packed", "grouped"])
 @pytest.mark.parametrize("workers", [0, 2])
 def test_stream_state_dict_resumes_a_reader(kind, workers):
-    def make():
-        source = stream_of(counting_rows(60))
-        if kind == "packed":
-            return fastcollate.PackedStream(source, BUDGET, buffer=8, seed=2)
-        return fastcollate.LengthGroupedStream(source, BATCH, buffer=8, seed=2)
-
-    stream = make()
+    stream = small_stream(kind)
     stream.set_epoch(1)
     whole = list(stream)
     assert stream.state_dict() == {"epoch": 1, "batches": len(whole), "complete": True,
@@ -101,18 +103,18 @@ def test_stream_state_dict_resumes_a_reader(kind, workers):
     state = stream.state_dict()
     assert state == {"epoch": 1, "batches": 3, "complete": False,
                      "reader": [0, 1]} and head == whole[:3]
-    again = make()
+    again = small_stream(kind)
     again.load_state_dict(state)
     assert again.epoch == 1
     assert list(again) == whole[3:]
     assert list(again) == whole  # the next iteration is the whole epoch again
     # Saved by another reader (rank x workers): its batches differ, so it cannot resume there.
-    other = make()
+    other = small_stream(kind)
     other.load_state_dict({**state, "reader": [1, 2]})
     with pytest.raises(ValueError, match=r"saved by reader 1 of 2 .*this is reader 0 of 1"):
         list(other)
     # A complete place: the pass it resumes has nothing left; the next pass is whole.
-    done = make()
+    done = small_stream(kind)
     done.set_epoch(1)
     done.load_state_dict({"epoch": 1, "batches": len(whole), "complete": True,
                           "reader": [0, 1]})
@@ -124,13 +126,7 @@ def test_stream_state_dict_resumes_a_reader(kind, workers):
 def test_a_place_at_an_epochs_end_does_not_replay_it(kind):
     """Saved after epoch 1's last batch, loaded into a fresh stream: the loop's set_epoch(1)
     pass yields nothing, and the next batch is epoch 2's first."""
-    def make():
-        source = stream_of(counting_rows(60))
-        if kind == "packed":
-            return fastcollate.PackedStream(source, BUDGET, buffer=8, seed=2)
-        return fastcollate.LengthGroupedStream(source, BATCH, buffer=8, seed=2)
-
-    stream = make()
+    stream = small_stream(kind)
     stream.set_epoch(1)
     assert list(stream)
     state = stream.state_dict()
@@ -138,7 +134,7 @@ def test_a_place_at_an_epochs_end_does_not_replay_it(kind):
     stream.set_epoch(2)
     following = list(stream)
     for moves in ([1, 2], [2]):  # the loop goes on in the saved epoch, or at the next one
-        resumed = make()
+        resumed = small_stream(kind)
         resumed.load_state_dict(state)
         batches = []
         for epoch in moves:
