@@ -21,7 +21,12 @@ from hypothesis import strategies as st
 
 import fastcollate
 from tests.support.hypothesis_profiles import examples
-from tests.support.streams import local_stream, lognormal_lengths, make_rows
+from tests.support.streams import (
+    local_stream,
+    lognormal_lengths,
+    make_rows,
+    rounds_dealt_unchanged,
+)
 
 
 def rows_in(batches):
@@ -85,10 +90,7 @@ def test_ranks_split_the_batches(lengths, world, drop_last, buffer):
                 for rank in range(world)]
     expected = len(alone) // world if drop_last else -(-len(alone) // world)
     assert [len(batches) for batches in per_rank] == [expected] * world
-    # Every round goes out as it is, except the last two when the batches do not divide by
-    # the ranks (and drop_last keeps the rows): those are cut again (buffered_stream.deal_to_ranks).
-    recut = not drop_last and len(alone) % world
-    kept = max(0, len(alone) // world - 1) if recut else len(alone) // world
+    kept = rounds_dealt_unchanged(len(alone), world, drop_last)
     for rank, batches in enumerate(per_rank):
         assert batches[:kept] == alone[rank::world][:kept]
     counts = Counter(rows_in(itertools.chain(*per_rank)))

@@ -2,7 +2,10 @@
 
 "default" (what a plain `python -m pytest` loads) runs a tenth of every test's examples, so the
 default run takes minutes; "ci" (`--hypothesis-profile=ci`, as .ci/run runs the suite) runs
-the full counts; "thorough" ten times those, for a long local hunt. A test that asks for its
+the full counts, derandomized: the same examples on every run, so CI's verdict on a commit does
+not depend on a draw (a test that fails there fails the same way here); "default" and
+"thorough" (ten times the full counts, for a long local hunt) draw new examples each run, which
+is where new failures are found. A test that asks for its
 own count writes `max_examples=examples(N)`: N under "ci", scaled like the profile's
 `max_examples` elsewhere (tests that ask nothing get the profile's count itself).
 """
@@ -23,7 +26,8 @@ def register() -> None:
     (hypothesis' plugin) loads another before any test module is imported."""
     for name, count in PROFILES.items():
         # print_blob: a failure prints the blob that replays it (@reproduce_failure).
-        settings.register_profile(name, max_examples=count, print_blob=True)
+        settings.register_profile(name, max_examples=count, print_blob=True,
+                                  derandomize=name == FULL)
     settings.load_profile("default")
 
 

@@ -1,5 +1,5 @@
-"""Rows and lengths for the stream tests, and a dataset read back as a real `datasets` stream
-from a local Parquet or JSON file."""
+"""Rows and lengths for the stream tests, how many rounds a rank gets unchanged, and a dataset
+read back as a real `datasets` stream from a local Parquet or JSON file."""
 
 from __future__ import annotations
 
@@ -10,6 +10,14 @@ import numpy as np
 def make_rows(lengths):
     return [{"input_ids": [1 + (i + k) % 90 for k in range(n)], "row": i}
             for i, n in enumerate(lengths)]
+
+
+def rounds_dealt_unchanged(batches, world, drop_last):
+    """How many of a rank's first batches are the single reader's `batches` dealt round robin
+    as they are: every round, except the last two when the batches do not divide by the ranks
+    and drop_last keeps the rows (those two are cut again: buffered_stream.deal_to_ranks)."""
+    recut = not drop_last and batches % world
+    return max(0, batches // world - 1) if recut else batches // world
 
 
 def lognormal_lengths(n, seed=0, cap=512):
