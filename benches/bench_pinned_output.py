@@ -1,15 +1,18 @@
-"""What padding straight into the output's own buffer saves over padding, then copying.
+"""What handing the outputs out through a provider's buffers costs against padding, then copying.
 
 `pin_memory=True` allocates each output with `torch.empty(..., pin_memory=True)` once its
-size is known and has the native module pad into it (`_native.collate`'s `output_buffer`).
-Before, it padded into Rust memory and then copied every tensor into the pinned allocator
-(`Tensor.pin_memory()`), the copy `DataLoader(pin_memory=True)` makes. This script times, per
-batch of IMDB-like classification rows (input_ids, token_type_ids, attention_mask, label):
+size is known (`_native.collate`'s `output_buffer`), and the native module copies each padded
+output into it, with no Python code between the first pointer and the last write (a provider's
+buffer is memory Python can move, so it is not padded into while rows are read). The other way
+to pinned output pads into Rust memory and then copies every tensor into the pinned allocator
+(`Tensor.pin_memory()`), the copy `DataLoader(pin_memory=True)` makes. Both copy once; this
+script times, per batch of IMDB-like classification rows (input_ids, token_type_ids,
+attention_mask, label):
 
 - `owned`: the native collation alone, outputs in Rust buffers (no pinning; the floor);
 - `pad_then_copy`: the same, then each tensor copied into a fresh buffer of the same memory
   kind (`Tensor.pin_memory()` where pinned; `torch.empty_like(t).copy_(t)` otherwise);
-- `provider`: the native collation writing straight into buffers a provider allocates.
+- `provider`: the native collation, its outputs copied into buffers a provider allocates.
 
 With CUDA the buffers are pinned (`--memory pinned`, the default there); without it they are
 ordinary memory (`--memory ordinary`), which times the same copy and allocation pattern minus

@@ -271,7 +271,7 @@ def refuse_pinning_in_worker() -> None:
 def pin_tensors(batch: dict[str, Any], filled: PinnedOutputBuffers | None = None) -> None:
     """Replaces every torch tensor of `batch` with a copy in page-locked host memory (torch's
     pinned allocator), so `.to("cuda", non_blocking=True)` copies asynchronously — except the
-    tensors `filled` made (pinned already: the native module padded straight into them). The
+    tensors `filled` made (pinned already: the native module copied its outputs into them). The
     copy is the one `DataLoader(pin_memory=True)` makes, done by the collator instead; it is
     left for the outputs the native module does not fill (keys converted in Python, a torch
     without the DLPack exchange table)."""

@@ -97,8 +97,9 @@ def pad(
     - `pin_memory`: return the tensors in page-locked host memory (torch's pinned allocator),
       ready for `.to("cuda", non_blocking=True)`. Needs `return_tensors="pt"` and CUDA (else
       it raises before padding anything). Each output is allocated pinned once its size is
-      known and padded straight into it: no copy after padding (keys converted in Python are
-      copied there, the copy `DataLoader(pin_memory=True)` would make).
+      known and the native module copies it there, in place of the copy
+      `DataLoader(pin_memory=True)` would make (keys converted in Python are copied there by
+      torch).
 
     `verbose=False` silences the warning `tokenizer.pad` gives for a `max_length` it ignores
     (`padding=True` pads to the longest row).
