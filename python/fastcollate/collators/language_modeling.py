@@ -132,8 +132,9 @@ class DataCollatorForLanguageModeling(TakesArrowBatches):
     """Same fields and output as `transformers.DataCollatorForLanguageModeling`, plus
     `mask_rng`. Padding runs on the Rust core. With mlm=True:
 
-    - `mask_rng="native"` (the default) masks on the Rust core, in place and with the
-      interpreter released: each maskable token (not a special token or padding) is selected
+    - `mask_rng="native"` (the default) masks on the Rust core, in place (attached: the
+      batch is a numpy array Python could resize, so the interpreter is not released over
+      it): each maskable token (not a special token or padding) is selected
       with probability `mlm_probability` (with `whole_word_mask`, each word, from
       `offset_mapping`, by transformers' word-boundary rule); a selected token becomes the mask
       token with probability `mask_replace_prob`, a random id uniform over `len(tokenizer)` with
