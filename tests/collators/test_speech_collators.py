@@ -5,7 +5,6 @@ the audio course, written here from their documented behaviour on transformers' 
 from __future__ import annotations
 
 import copy
-import json
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -16,7 +15,6 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from transformers import (
-    Wav2Vec2CTCTokenizer,
     Wav2Vec2FeatureExtractor,
     Wav2Vec2Processor,
     WhisperFeatureExtractor,
@@ -25,11 +23,9 @@ from transformers import (
 import fastcollate
 from tests.support.compare import assert_same_batch
 from tests.support.hypothesis_profiles import examples
+from tests.support.speech import VOCAB, ctc_tokenizer
 
 pytestmark = pytest.mark.parity
-
-VOCAB = {"[PAD]": 0, "[UNK]": 1, "|": 2, "<s>": 3, **{c: i + 4 for i, c in enumerate("abcdefgh")}}
-
 
 @dataclass
 class ReferenceCTCCollator:
@@ -85,10 +81,7 @@ class ReferenceSpeechSeq2SeqCollator:
 
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory):
-    path = tmp_path_factory.mktemp("vocab") / "vocab.json"
-    path.write_text(json.dumps(VOCAB))
-    return Wav2Vec2CTCTokenizer(str(path), unk_token="[UNK]", pad_token="[PAD]",
-                                word_delimiter_token="|", bos_token="<s>")
+    return ctc_tokenizer(tmp_path_factory.mktemp("vocab"))
 
 
 def as_format(array, fmt):

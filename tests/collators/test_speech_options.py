@@ -6,13 +6,11 @@ tuple labels in the speech collators, and what the collators are made with."""
 from __future__ import annotations
 
 import copy
-import json
 
 import numpy as np
 import pytest
 import torch
 from transformers import (
-    Wav2Vec2CTCTokenizer,
     Wav2Vec2FeatureExtractor,
     Wav2Vec2Processor,
     WhisperFeatureExtractor,
@@ -20,11 +18,9 @@ from transformers import (
 
 import fastcollate
 from tests.support.compare import assert_same_batch
+from tests.support.speech import ctc_tokenizer
 
 pytestmark = pytest.mark.parity
-
-VOCAB = {"[PAD]": 0, "[UNK]": 1, "|": 2, "<s>": 3, **{c: i + 4 for i, c in enumerate("abcdefgh")}}
-
 
 def _outcome(call, rows):
     try:
@@ -107,10 +103,7 @@ def test_feature_size_none_fails_as_in_transformers(make):
 
 @pytest.fixture(scope="module")
 def processor(tmp_path_factory):
-    path = tmp_path_factory.mktemp("vocab") / "vocab.json"
-    path.write_text(json.dumps(VOCAB))
-    tokenizer = Wav2Vec2CTCTokenizer(str(path), unk_token="[UNK]", pad_token="[PAD]",
-                                     word_delimiter_token="|", bos_token="<s>")
+    tokenizer = ctc_tokenizer(tmp_path_factory.mktemp("vocab"))
     return Wav2Vec2Processor(feature_extractor=Wav2Vec2FeatureExtractor(), tokenizer=tokenizer)
 
 
