@@ -14,11 +14,11 @@ from importlib import metadata
 # distribution -> (oldest, newest) tested release series, "major.minor": a patch release of a
 # series counts as that series.
 TESTED: dict[str, tuple[str, str]] = {
-    "transformers": ("5.0", "5.24"),
+    "transformers": ("5.0", "5.25"),
     "trl": ("1.16", "1.16"),
-    "sentence-transformers": ("6.2", "6.2"),
+    "sentence-transformers": ("6.3", "6.3"),
     "datasets": ("5.2", "5.2"),
-    "accelerate": ("1.15", "1.15"),
+    "accelerate": ("1.16", "1.16"),
     "torch": ("2.14", "2.15"),
 }
 
