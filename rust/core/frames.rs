@@ -140,6 +140,33 @@ pub fn frame_layout(
     })
 }
 
+/// The outputs of one padding call checked together before the first is reserved: the values'
+/// float32 buffer (`rows × frames × width`) and, when `mask` names its key and element size,
+/// the `rows × frames` attention mask beside it. Each passes the sizing rule alone, then both
+/// together: a batch whose buffers fit one by one but not together is refused (MemoryError)
+/// before anything is filled, as the token path refuses it.
+pub fn check_outputs(
+    key: &str,
+    layout: &FrameLayout,
+    width: usize,
+    mask: Option<(&str, usize, &str)>,
+) -> Result<()> {
+    let rows = layout.kept.len();
+    let values = match width {
+        1 => sizes::output_elements::<f32>(key, &[rows, layout.frames])?,
+        _ => sizes::output_elements::<f32>(key, &[rows, layout.frames, width])?,
+    };
+    let Some((mask_key, item, dtype)) = mask else {
+        return Ok(());
+    };
+    let masks = sizes::checked_output(mask_key, &[rows, layout.frames], item, dtype)?;
+    // Both products are within `isize::MAX` bytes (checked above): no overflow.
+    sizes::check_batch(&[
+        (key, values * std::mem::size_of::<f32>()),
+        (mask_key, masks * item),
+    ])
+}
+
 /// The `rows × frames × width` buffer of `rows` laid out by `layout`: each row's kept values,
 /// `pad` in its other slots (before the values when `layout.left`). Every slot is written once.
 /// A row whose values are fewer than its kept frames need is an error naming `key` and the row.
@@ -226,6 +253,28 @@ mod tests {
             truncate_to: None,
             left: false,
         }
+    }
+
+    #[test]
+    fn values_and_mask_are_checked_together() {
+        let layout = FrameLayout {
+            frames: 1000,
+            kept: vec![3, 2],
+            left: false,
+        };
+        assert!(check_outputs("x", &layout, 1, Some(("attention_mask", 4, "int32"))).is_ok());
+        assert!(check_outputs("x", &layout, 4, None).is_ok());
+        // Values and an int32 mask of 0.6 of the machine each: each fits alone, not both.
+        let big = FrameLayout {
+            frames: sizes::allocatable_bytes() / 10 * 6 / 4,
+            kept: vec![1],
+            left: false,
+        };
+        assert!(check_outputs("x", &big, 1, None).is_ok());
+        assert!(matches!(
+            check_outputs("x", &big, 1, Some(("attention_mask", 4, "int32"))),
+            Err(CollateError::BatchTooLarge { .. })
+        ));
     }
 
     #[test]

@@ -24,6 +24,7 @@ from fastcollate import _native
 from fastcollate.collators.feature_extraction import pad_features
 from tests.support.compare import assert_same_batch, assert_unchanged, has_object_array
 from tests.support.hypothesis_profiles import examples
+from tests.support.speech import unaligned
 
 pytestmark = pytest.mark.parity
 
@@ -35,6 +36,8 @@ def raw_extractor(**kwargs):
 def to_format(array: np.ndarray, fmt: str):
     if fmt == "np":
         return array
+    if fmt == "np_unaligned":
+        return unaligned(array)
     if fmt == "pt":
         return torch.from_numpy(array.copy())
     return array.tolist()
@@ -82,7 +85,7 @@ def check(extractor, rows, **options):
 @settings(max_examples=examples(50), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     lengths=st.lists(st.integers(0, 40), min_size=1, max_size=6),
-    fmt=st.sampled_from(["np", "pt", "list"]),
+    fmt=st.sampled_from(["np", "pt", "list", "np_unaligned"]),
     dtype=st.sampled_from([np.float32, np.float64]),
     side=st.sampled_from(["left", "right"]),
     padding=st.sampled_from([True, False, "longest", "max_length", "do_not_pad"]),
@@ -112,7 +115,7 @@ def test_raw_audio_matches_feature_extractor_pad(
 @given(
     lengths=st.lists(st.integers(0, 12), min_size=1, max_size=4),
     width=st.integers(2, 5),
-    fmt=st.sampled_from(["np", "pt", "list"]),
+    fmt=st.sampled_from(["np", "pt", "list", "np_unaligned"]),
     dtype=st.sampled_from([np.float32, np.float64]),
     side=st.sampled_from(["left", "right"]),
     padding=st.sampled_from([True, "max_length", False]),
@@ -255,6 +258,10 @@ def test_native_binding_refuses_what_it_cannot_read():
         _native.pad_frames("x", [np.ones(6, np.float32)[::2]], ndim=1, strategy="longest",
                            max_length=None, pad_to_multiple_of=None, truncation=False,
                            left=False, padding_value=0.0, attention_mask=False)
+    with pytest.raises(TypeError, match="'x' in row 0: the array is not C-contiguous and aligned"):
+        _native.pad_frames("x", [unaligned(np.ones(3, np.float32))], ndim=1, strategy="longest",
+                           max_length=None, pad_to_multiple_of=None, truncation=False,
+                           left=False, padding_value=0.0, attention_mask=False)
     with pytest.raises(ValueError, match="row 1: 3 features a frame"):
         _native.pad_frames("x", [np.ones((2, 2), np.float32), np.ones((2, 3), np.float32)],
                            ndim=2, strategy="longest", max_length=None, pad_to_multiple_of=None,
@@ -305,3 +312,81 @@ def test_padding_side_override_and_pad_features_hand_back_restore_the_extractor(
     out = pad_features(rows, extractor, padding_side="left", return_tensors="np")
     assert out["input_values"][1].tolist() == [0.0, 1.0]
     assert extractor.padding_side == "right"
+
+
+def _unaligned_rows(width=1, mask=False):
+    rng = np.random.default_rng(11)
+    rows = []
+    for n in (5, 2, 4):
+        values = rng.standard_normal((n,) if width == 1 else (n, width)).astype(np.float32)
+        row = {"input_values": unaligned(values)}
+        if mask:
+            row["attention_mask"] = unaligned(np.ones(n, np.int64))
+        rows.append(row)
+    return rows
+
+
+@pytest.mark.parametrize("width", [1, 3])
+@pytest.mark.parametrize("mask", [False, True])
+@pytest.mark.parametrize("return_tensors", ["np", "pt"])
+def test_unaligned_rows_are_padded_as_transformers_pads_them(width, mask, return_tensors):
+    """Raw PCM read at an odd offset (`np.frombuffer(raw, np.float32, offset=1)`: C-contiguous,
+    not aligned), rows and given masks, on `pad`, `DataCollatorWithPadding` with the extractor
+    and with a processor forwarding to it (the speech collators: test_speech_collators.py)."""
+    from transformers import Wav2Vec2CTCTokenizer, Wav2Vec2Processor
+
+    if width == 1:
+        extractor = raw_extractor(return_attention_mask=True)
+    else:
+        extractor = SeamlessM4TFeatureExtractor(feature_size=width, padding_value=0.25)
+        extractor.model_input_names = ["input_values", "attention_mask"]
+    rows = _unaligned_rows(width, mask)
+    check(extractor, rows, return_tensors=return_tensors)
+    check(extractor, rows, padding="max_length", max_length=6, pad_to_multiple_of=4,
+          return_tensors=return_tensors)
+    reference = transformers.DataCollatorWithPadding(extractor, return_tensors=return_tensors)(
+        copy.deepcopy(rows))
+    assert_same_batch(fastcollate.DataCollatorWithPadding(
+        extractor, return_tensors=return_tensors)(rows), reference)
+    if width == 1:
+        tokenizer = Wav2Vec2CTCTokenizer(vocab_file=_char_vocab(), unk_token="[UNK]",
+                                         pad_token="[PAD]", word_delimiter_token="|")
+        processor = Wav2Vec2Processor(feature_extractor=extractor, tokenizer=tokenizer)
+        assert_same_batch(fastcollate.pad(rows, processor, return_tensors=return_tensors),
+                          processor.pad(copy.deepcopy(rows), return_tensors=return_tensors))
+
+
+def _extractor_without_feature_size():
+    from transformers import SequenceFeatureExtractor
+
+    extractor = SequenceFeatureExtractor(feature_size=None, sampling_rate=16000,
+                                         padding_value=0.0)
+    extractor.model_input_names = ["input_values"]
+    return extractor
+
+
+@pytest.mark.parametrize("lengths", [(3, 3), (4, 4, 4), (3, 2), (0, 0)])
+@pytest.mark.parametrize("width", [1, 2])
+@pytest.mark.parametrize("return_attention_mask", [None, True])
+def test_an_extractor_without_feature_size_pads_as_transformers_does(lengths, width,
+                                                                     return_attention_mask):
+    """`feature_size=None`: transformers reads it only for a row that needs padding, so rows
+    of one length pass and others raise its TypeError; fastcollate gives the same on `pad`
+    and `DataCollatorWithPadding`."""
+    extractor = _extractor_without_feature_size()
+    rows = rows_of(lengths, width, "np", np.float32, 3)
+    options = dict(return_tensors="np", return_attention_mask=return_attention_mask)
+    try:
+        theirs = extractor.pad(copy.deepcopy(rows), **options)
+    except TypeError as err:
+        assert len(set(lengths)) > 1
+        with pytest.raises(TypeError, match=str(err)):
+            fastcollate.pad(rows, extractor, **options)
+        with pytest.raises(TypeError, match=str(err)):
+            fastcollate.DataCollatorWithPadding(extractor, return_tensors="np")(rows)
+        return
+    assert len(set(lengths)) == 1
+    assert_same_batch(fastcollate.pad(rows, extractor, **options), theirs)
+    assert_same_batch(fastcollate.DataCollatorWithPadding(extractor, return_tensors="np")(rows),
+                      transformers.DataCollatorWithPadding(extractor, return_tensors="np")(
+                          copy.deepcopy(rows)))

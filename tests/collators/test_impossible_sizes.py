@@ -346,3 +346,32 @@ def test_again_without_torchs_exchange_table(request):
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert " passed" in result.stdout
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the bound read from the kernel")
+@pytest.mark.parametrize(("entry", "masks"), [
+    ("pad", "none"), ("pad", "int32"), ("pad", "int64"), ("collator", "none"),
+    ("processor", "int64"),
+    ("ctc", "none"),  # the CTC collator pads the values alone: its mask is always made
+])
+def test_feature_extractor_values_and_mask_are_checked_together(tmp_path, entry, masks):
+    """Values and attention mask that fit one by one but not together: MemoryError naming both
+    before either is reserved, on every feature-extractor entry point, as the token path
+    refuses them (test_outputs_that_fit_one_by_one_but_not_together). Run in a child whose
+    address space is capped (tests/support/frame_sizes_together.py), so that a regression
+    fails a reservation instead of filling the machine."""
+    import json
+
+    from tests.support.repository import child_env
+
+    vocab = tmp_path / "vocab.json"
+    vocab.write_text('{"[PAD]": 0, "[UNK]": 1, "|": 2, "a": 3, "b": 4}')
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.support.frame_sizes_together", entry, masks, str(vocab)],
+        capture_output=True, text=True, env=child_env(), timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["error"] == "MemoryError", report
+    assert report["message"].startswith(
+        "not enough memory for 'input_values', 'attention_mask' together: unable to allocate "
+    ), report

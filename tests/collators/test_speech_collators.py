@@ -23,7 +23,7 @@ from transformers import (
 import fastcollate
 from tests.support.compare import assert_same_batch
 from tests.support.hypothesis_profiles import examples
-from tests.support.speech import VOCAB, ctc_tokenizer
+from tests.support.speech import VOCAB, ctc_tokenizer, unaligned
 
 pytestmark = pytest.mark.parity
 
@@ -87,6 +87,8 @@ def tokenizer(tmp_path_factory):
 def as_format(array, fmt):
     if fmt == "np":
         return array
+    if fmt == "np_unaligned":
+        return unaligned(array)
     if fmt == "pt":
         return torch.from_numpy(array.copy())
     return array.tolist()
@@ -95,7 +97,7 @@ def as_format(array, fmt):
 @settings(max_examples=examples(30), deadline=None)
 @given(
     lengths=st.lists(st.tuples(st.integers(1, 60), st.integers(0, 9)), min_size=1, max_size=5),
-    fmt=st.sampled_from(["np", "pt", "list"]),
+    fmt=st.sampled_from(["np", "pt", "list", "np_unaligned"]),
     padding=st.sampled_from([True, "longest"]),
     multiple=st.sampled_from([None, 8]),
     multiple_labels=st.sampled_from([None, 4]),
@@ -120,7 +122,7 @@ def test_ctc_collator_matches_the_example(tokenizer, lengths, fmt, padding, mult
     assert_same_batch(ours, theirs)
 
 
-@pytest.mark.parametrize("fmt", ["np", "pt", "list"])
+@pytest.mark.parametrize("fmt", ["np", "pt", "list", "np_unaligned"])
 @pytest.mark.parametrize("all_start", [True, False])
 @pytest.mark.parametrize("forward_attention_mask", [False, True])
 def test_speech_seq2seq_collator_matches_the_example(tokenizer, fmt, all_start,

@@ -17,3 +17,14 @@ def ctc_tokenizer(folder: Path) -> Wav2Vec2CTCTokenizer:
     path.write_text(json.dumps(VOCAB))
     return Wav2Vec2CTCTokenizer(str(path), unk_token="[UNK]", pad_token="[PAD]",
                                 word_delimiter_token="|", bos_token="<s>")
+
+
+def unaligned(array):
+    """A copy of `array` that is C-contiguous but not aligned: its values read from raw bytes
+    at an odd offset, as `np.frombuffer(raw, np.float32, offset=1)` reads raw PCM."""
+    import numpy as np
+
+    raw = b"\0" + np.ascontiguousarray(array).tobytes()
+    out = np.frombuffer(raw, array.dtype, offset=1).reshape(array.shape)
+    assert out.flags.c_contiguous and (out.size == 0 or not out.flags.aligned)
+    return out

@@ -97,8 +97,18 @@ def _strategy(padding: Any) -> str:
     raise _HandBack
 
 
+def _in_place_readable(array: Any) -> Any:
+    """`array` itself when the native module can read it in place (C-contiguous and aligned),
+    else a copy that is: a strided view, or raw bytes read at an odd offset
+    (`np.frombuffer(raw, np.float32, offset=1)`: contiguous but unaligned), padded as
+    transformers pads them (`np.pad` copies them too)."""
+    if array.flags.c_contiguous and array.flags.aligned:
+        return array
+    return np.array(array, order="C")
+
+
 def _float_rows(key: str, values: list[Any], ndim: int) -> list[Any]:
-    """Each row as a C-contiguous float32 / float64 numpy array of `ndim` dimensions, read as
+    """Each row as a C-contiguous, aligned float32 / float64 numpy array of `ndim` dimensions, read as
     transformers' `to_numpy` reads it; `_HandBack` for rows of other dtypes or shapes, an error
     naming the key and the row for values that are no audio at all."""
     if all(isinstance(value, (list, tuple)) and not value for value in values):
@@ -127,9 +137,7 @@ def _float_rows(key: str, values: list[Any], ndim: int) -> list[Any]:
             raise _HandBack
         if array.ndim != ndim:
             raise _HandBack
-        if not array.flags.c_contiguous:
-            array = np.ascontiguousarray(array)
-        rows.append(array)
+        rows.append(_in_place_readable(array))
     return rows
 
 
@@ -149,7 +157,7 @@ def _mask_rows(values: list[Any], row_frames: list[Any]) -> list[Any]:
             or len(mask) != frames
         ):
             raise _HandBack
-    return [np.ascontiguousarray(mask) for mask in masks]
+    return [_in_place_readable(mask) for mask in masks]
 
 
 def _other_values(values: list[Any]) -> list[Any]:
@@ -312,7 +320,13 @@ def _pad_natively(features: Any, extractor: Any, *, padding: Any, max_length: An
         raise _HandBack
     if return_attention_mask is None:
         return_attention_mask = extractor.return_attention_mask
-    ndim = 2 if extractor.feature_size > 1 else 1
+    feature_size = extractor.feature_size
+    if type(feature_size) is not int:
+        # transformers reads it only where a row needs padding (`feature_size > 1`): rows
+        # that need none pass whatever it is, the others fail in its comparison. Its own pad
+        # gives both.
+        raise _HandBack
+    ndim = 2 if feature_size > 1 else 1
     rows = _float_rows(main, main_values, ndim)
     if _ragged(strategy, [len(row) for row in rows], max_length, truncation, pad_to_multiple_of):
         raise _HandBack  # transformers' ragged output (object arrays) or its error

@@ -24,6 +24,10 @@ enum FloatArray<'py> {
     F64(Bound<'py, PyArrayDyn<f64>>),
 }
 
+/// What a row the binding cannot read in place is told (the Python side hands it over as a
+/// C-contiguous, aligned copy).
+const NOT_CONTIGUOUS: &str = "the array is not C-contiguous and aligned";
+
 fn row_error(key: &str, row: usize, what: &str) -> PyErr {
     PyTypeError::new_err(format!("'{key}' in row {row}: {what}"))
 }
@@ -43,7 +47,7 @@ fn float_array<'py>(key: &str, row: usize, value: Bound<'py, PyAny>) -> PyResult
     ))
 }
 
-/// `(values, attention_mask)`: `rows` (C-contiguous float32 / float64 numpy arrays of `ndim`
+/// `(values, attention_mask)`: `rows` (C-contiguous, aligned float32 / float64 numpy arrays of `ndim`
 /// dimensions, frames along the first) padded as a sequence feature extractor pads them, as a
 /// float32 array of `rows × frames` (`ndim` 1) or `rows × frames × features` (`ndim` 2). The
 /// mask is None unless `attention_mask`: then the given `masks` (1-d int32 or int64 arrays,
@@ -76,8 +80,8 @@ pub fn pad_frames<'py>(
     for (row, value) in rows.iter().enumerate() {
         let array = float_array(key, row, value)?;
         let (shape, contiguous) = match &array {
-            FloatArray::F32(a) => (a.shape().to_vec(), a.is_c_contiguous()),
-            FloatArray::F64(a) => (a.shape().to_vec(), a.is_c_contiguous()),
+            FloatArray::F32(a) => (a.shape().to_vec(), a.is_c_contiguous() && a.is_aligned()),
+            FloatArray::F64(a) => (a.shape().to_vec(), a.is_c_contiguous() && a.is_aligned()),
         };
         if shape.len() != ndim {
             return Err(PyValueError::new_err(format!(
@@ -86,7 +90,7 @@ pub fn pad_frames<'py>(
             )));
         }
         if !contiguous {
-            return Err(row_error(key, row, "the array is not C-contiguous"));
+            return Err(row_error(key, row, NOT_CONTIGUOUS));
         }
         let row_width = if ndim == 2 { shape[1] } else { 1 };
         match width {
@@ -116,6 +120,19 @@ pub fn pad_frames<'py>(
         left,
     };
     let layout = frames::frame_layout(key, &row_frames, width, &options)?;
+    // The values and the mask together, before either is reserved (C-level state only: the
+    // given masks' dtype is read from their array objects).
+    let mask = if attention_mask {
+        Some(match masks.and_then(|masks| masks.iter().next()) {
+            Some(first) if first.cast::<numpy::PyArray1<i64>>().is_ok() => {
+                ("attention_mask", 8, "int64")
+            }
+            _ => ("attention_mask", 4, "int32"),
+        })
+    } else {
+        None
+    };
+    frames::check_outputs(key, &layout, width, mask)?;
     // Then the slices and the copy, attached, with nothing in between that runs Python code.
     let mut sources = Vec::with_capacity(arrays.len());
     for (row, array) in arrays.iter().enumerate() {
@@ -128,7 +145,7 @@ pub fn pad_frames<'py>(
                 FloatArray::F64(a) => a.as_slice().map(FloatRow::F64),
             }
         };
-        sources.push(slice.map_err(|_| row_error(key, row, "the array is not C-contiguous"))?);
+        sources.push(slice.map_err(|_| row_error(key, row, NOT_CONTIGUOUS))?);
     }
     let values = frames::pad_frames(key, &sources, width, &layout, padding_value);
     drop(sources);
@@ -173,12 +190,8 @@ fn given_masks<'py>(
             let Ok(array) = value.cast_into::<numpy::PyArray1<T>>() else {
                 return Ok(None);
             };
-            if !array.is_c_contiguous() {
-                return Err(row_error(
-                    "attention_mask",
-                    row,
-                    "the array is not C-contiguous",
-                ));
+            if !(array.is_c_contiguous() && array.is_aligned()) {
+                return Err(row_error("attention_mask", row, NOT_CONTIGUOUS));
             }
             if Some(&array.len()) != row_frames.get(row) {
                 return Err(PyValueError::new_err(format!(
@@ -194,7 +207,7 @@ fn given_masks<'py>(
             // SAFETY: checked C-contiguous above; no Python code runs until the padding
             // below returns (attached), so nothing can move the array while it is read.
             let slice = unsafe { array.as_slice() }
-                .map_err(|_| row_error("attention_mask", row, "the array is not C-contiguous"))?;
+                .map_err(|_| row_error("attention_mask", row, NOT_CONTIGUOUS))?;
             slices.push(slice);
         }
         let mask = frames::pad_frames("attention_mask", &slices, 1, layout, T::default());
