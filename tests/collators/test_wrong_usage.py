@@ -329,3 +329,53 @@ def test_options_transformers_accepts_work_as_there(bert_tokenizer, name, option
         assert type(ours_batch[key]) is type(theirs_batch[key]), key
         if hasattr(ours_batch[key], "dtype"):
             assert ours_batch[key].dtype == theirs_batch[key].dtype, key
+
+
+def _tokenizer_without_model_max_length(bert_tokenizer):
+    import copy
+
+    tokenizer = copy.deepcopy(bert_tokenizer)
+    tokenizer.model_max_length = int(1e30)  # transformers' "no predefined maximum length"
+    return tokenizer
+
+
+@pytest.mark.parametrize("return_tensors", [None, "np", "pt"])
+@pytest.mark.parametrize("with_tokenizer", [False, True])
+def test_max_length_padding_without_a_length_is_refused_up_front(bert_tokenizer, return_tensors,
+                                                                 with_tokenizer):
+    """`padding="max_length"` with no `max_length` and no `model_max_length` to stand in:
+    transformers warns and pads nothing (then fails on ragged rows under "np" / "pt");
+    fastcollate refuses it with one ValueError whatever `return_tensors` is, on `pad` and on
+    every collator with a padding strategy (docs/differences.md). Equal rows too: the option
+    is refused, not the rows."""
+    message = "padding='max_length' needs a max_length"
+    options = {} if return_tensors is None else {"return_tensors": return_tensors}
+    for rows in (SEQUENCE_ROWS, EQUAL_ROWS):
+        if with_tokenizer:
+            tokenizer = _tokenizer_without_model_max_length(bert_tokenizer)
+            with pytest.raises(ValueError, match=message):
+                fastcollate.pad(rows, tokenizer, padding="max_length", **options)
+        else:
+            with pytest.raises(ValueError, match=message + ": none was given and there is no"):
+                fastcollate.pad(rows, pad_token_id=0, padding="max_length", **options)
+    if not with_tokenizer:
+        return
+    tokenizer = _tokenizer_without_model_max_length(bert_tokenizer)
+    tensors = return_tensors or "pt"
+    collators = [
+        (fastcollate.DataCollatorWithPadding(tokenizer, padding="max_length",
+                                             return_tensors=tensors), TOKEN_ROWS),
+        (fastcollate.DataCollatorForTokenClassification(tokenizer, padding="max_length",
+                                                        return_tensors=tensors), LABELLED_ROWS),
+        (fastcollate.DataCollatorForSeq2Seq(tokenizer, padding="max_length",
+                                            return_tensors=tensors), LABELLED_ROWS),
+        (fastcollate.DataCollatorForMultipleChoice(tokenizer, padding="max_length",
+                                                   return_tensors=tensors), CHOICE_ROWS),
+    ]
+    for collator, rows in collators:
+        with pytest.raises(ValueError, match=message + ": none was given and the tokenizer"):
+            collator(rows)
+    # With a model_max_length, it stands in for max_length (as in transformers).
+    padded = fastcollate.pad(SEQUENCE_ROWS, bert_tokenizer, padding="max_length",
+                             return_tensors="np")
+    assert padded["input_ids"].shape == (2, bert_tokenizer.model_max_length)

@@ -170,9 +170,15 @@ def resolve_padding(
     strategy = padding_strategy(padding)
     if strategy == "max_length" and max_length is None:
         if settings.model_max_length > LARGE_INTEGER:
-            strategy = "do_not_pad"
-        else:
-            max_length = settings.model_max_length
+            # transformers warns and pads nothing (then fails on ragged rows under "pt" and
+            # "np"); an option that cannot be honoured is refused here, whatever the output.
+            whose = ("there is no tokenizer" if settings.without_tokenizer
+                     else "the tokenizer has no model_max_length")
+            raise ValueError(
+                f"padding='max_length' needs a max_length: none was given and {whose} "
+                "(pass max_length=, or padding='longest')"
+            )
+        max_length = settings.model_max_length
     if strategy != "do_not_pad" and (settings.pad_token_id is None or settings.pad_token_id < 0):
         if settings.without_tokenizer:
             raise ValueError(
