@@ -27,6 +27,7 @@ from transformers import (
 import fastcollate
 from tests.support.compare import assert_same_batch, assert_unchanged, has_object_array
 from tests.support.hypothesis_profiles import examples
+from tests.support.repository import ROOT
 
 pytestmark = pytest.mark.parity
 
@@ -274,3 +275,42 @@ def test_one_example_keeps_its_values_beside_list_token_ids(bert_tokenizer, valu
         _same_objects(ours["score"], expected["score"])  # the scalar itself, under None
         ours.pop("score"), expected.pop("score")
     assert_same_batch(ours, expected)
+
+
+@pytest.mark.parametrize("dtype", [np.uint64, np.uint32, np.uint16, np.uint8])
+@pytest.mark.parametrize("return_tensors", ["np", "pt"])
+def test_unsigned_scalars_among_listed_token_ids(bert_tokenizer, dtype, return_tensors):
+    """numpy unsigned scalars among Python ints in listed token ids: int64 ids on `pad` and
+    every token collator, whatever the dtype. transformers gives what its construction makes
+    of the mix: float64 for uint64 under "np" (numpy's promotion of uint64 with int), int64 for
+    the narrower ones, and it cannot build "pt" tensors of unsigned scalars at all. The uint64
+    case is a documented difference (docs/differences.md, "numpy uint64 scalars")."""
+    rows = [{"input_ids": [101, dtype(7), 102]}, {"input_ids": [101, 102]}]
+    reference = None
+    try:
+        reference = bert_tokenizer.pad(copy.deepcopy(rows), return_tensors=return_tensors)
+    except ValueError:
+        assert return_tensors == "pt" and dtype in (np.uint64, np.uint32, np.uint16)
+    if reference is not None:
+        expected = (np.float64 if dtype is np.uint64 and return_tensors == "np"
+                    else (np.int64 if return_tensors == "np" else torch.int64))
+        assert reference["input_ids"].dtype == expected
+    int64 = np.int64 if return_tensors == "np" else torch.int64
+    labelled = [{**row, "labels": list(row["input_ids"])} for row in rows]
+    outputs = [
+        fastcollate.pad(rows, bert_tokenizer, return_tensors=return_tensors),
+        fastcollate.DataCollatorWithPadding(bert_tokenizer, return_tensors=return_tensors)(rows),
+        fastcollate.DataCollatorForTokenClassification(
+            bert_tokenizer, return_tensors=return_tensors)(labelled),
+        fastcollate.DataCollatorForSeq2Seq(bert_tokenizer, return_tensors=return_tensors)(
+            labelled),
+        fastcollate.DataCollatorForLanguageModeling(
+            bert_tokenizer, mlm=False, return_tensors=return_tensors)(rows),
+    ]
+    for out in outputs:
+        assert out["input_ids"].dtype == int64
+        assert np.asarray(out["input_ids"]).tolist()[0] == [101, 7, 102]
+        if reference is not None and reference["input_ids"].dtype == int64:
+            assert_same_batch(outputs[0], reference)
+    text = (ROOT / "docs" / "differences.md").read_text(encoding="utf-8")
+    assert "numpy uint64 scalars among listed token ids" in text
