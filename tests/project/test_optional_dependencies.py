@@ -127,3 +127,30 @@ def test_version_needs_neither_torch_nor_transformers():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"fastcollate {fastcollate.__version__} ")
+
+
+def test_the_tests_that_need_pillow_skip_without_it():
+    """Without pillow (only `[dev]` brings it) the processing-class tests that build an image
+    processor skip instead of failing."""
+    from tests.support.repository import ROOT, child_pythonpath
+
+    done = run_without(
+        ["PIL"],
+        f"""
+        import importlib.util
+        import os
+        # Libraries ask find_spec whether pillow is there: it answers None, as when it is not.
+        find_spec = importlib.util.find_spec
+        importlib.util.find_spec = lambda name, package=None: (
+            None if name.split(".")[0] == "PIL" else find_spec(name, package))
+        os.environ["PYTHONPATH"] = {child_pythonpath()!r}
+        sys.path.insert(0, {str(ROOT)!r})
+        os.chdir({str(ROOT)!r})
+        import pytest
+        code = pytest.main(["-q", "-p", "no:cacheprovider",
+                            "tests/integrations/test_patch_processing_classes.py"])
+        print("exit", int(code))
+        """,
+    )
+    assert done.stdout.strip().splitlines()[-1] == "exit 0", done.stdout[-3000:] + done.stderr
+    assert " skipped" in done.stdout
