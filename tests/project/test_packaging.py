@@ -144,3 +144,42 @@ def test_the_sdist_leaves_untracked_files_out(tmp_path):
     sources = {n for n in tracked if n.startswith(("rust/", "python/fastcollate/"))}
     assert sources <= names
     assert names == sources | SDIST_TOP_LEVEL | {"PKG-INFO"}
+
+
+def _wheel_version_module():
+    import importlib.util
+
+    from tests.support.repository import ROOT
+
+    spec = importlib.util.spec_from_file_location("wheel_version", ROOT / ".ci" / "wheel_version.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(("cargo", "wheel"), [
+    ("0.2.0-dev0", "0.2.0.dev0"), ("1.0.0-rc1", "1.0.0rc1"), ("1.0.0-rc.2", "1.0.0rc2"),
+    ("1.0.0-alpha.1", "1.0.0a1"), ("1.0.0-beta2", "1.0.0b2"), ("1.0.0", "1.0.0"),
+    ("0.10.3", "0.10.3"),
+])
+def test_the_release_scripts_find_wheels_by_their_pep440_version(cargo, wheel):
+    """.ci/wheels and .ci/release_smoke_test look for `dist/fastcollate-VERSION-...whl` with
+    the version maturin writes: Cargo's, spelled as PEP 440 (and as `packaging` normalizes it)."""
+    from packaging.version import Version
+
+    module = _wheel_version_module()
+    assert module.wheel_version(cargo) == wheel == str(Version(cargo))
+
+
+def test_the_release_scripts_use_the_mapping_and_it_is_the_packages_version():
+    import fastcollate
+    from tests.support.repository import ROOT
+
+    module = _wheel_version_module()
+    assert fastcollate.__version__ == module.wheel_version(module.cargo_version())
+    for script in ("wheels", "release_smoke_test"):
+        text = (ROOT / ".ci" / script).read_text(encoding="utf-8")
+        assert "version=$(python3 .ci/wheel_version.py)" in text or (
+            "version=$(python .ci/wheel_version.py)" in text), script
+    with pytest.raises(ValueError):
+        module.wheel_version("1.0.0-nightly")
