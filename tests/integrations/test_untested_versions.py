@@ -38,18 +38,18 @@ def test_warns_once_outside_the_tested_range(fresh):
     first = given(lambda: fastcollate.patch_transformers().undo())
     assert len(first) == 1
     message = str(first[0].message)
-    assert "transformers 5.99.0" in message and "5.0 to 5.24" in message
+    assert "transformers 5.99.0" in message and "5.0 to 5.25" in message
     assert first[0].filename == __file__  # pointed at the caller's line
     assert given(lambda: fastcollate.patch_transformers().undo()) == []
 
 
-@pytest.mark.parametrize("version", ["5.0.0", "5.20.2", "5.24.0", "5.24.3"])
+@pytest.mark.parametrize("version", ["5.0.0", "5.20.2", "5.24.0", "5.25.0", "5.25.2"])
 def test_silent_inside_the_tested_range(fresh, version):
     fresh["transformers"] = version
     assert given(lambda: fastcollate.patch_transformers().undo()) == []
 
 
-@pytest.mark.parametrize("version", ["4.57.1", "5.25.0", "5.25.0.dev0", "6.0.0"])
+@pytest.mark.parametrize("version", ["4.57.1", "5.26.0", "5.26.0.dev0", "6.0.0"])
 def test_every_release_outside_warns(fresh, version):
     fresh["transformers"] = version
     assert len(given(lambda: fastcollate.patch_transformers().undo())) == 1
@@ -61,3 +61,14 @@ def test_patch_trl_warns_for_trl(fresh):
     caught = given(lambda: fastcollate.patch_trl().undo())
     assert len(caught) == 1 and "trl 1.17.0" in str(caught[0].message)
     assert given(lambda: fastcollate.patch_trl().undo()) == []
+
+
+def test_the_installed_releases_are_tested(fresh):
+    """What the README's commands install today (the pins of .ci/constraints.txt, the newest
+    releases) is inside the range: the quick start gives no UntestedVersionWarning."""
+    for name in versions.TESTED:
+        version = versions.installed_version(name)
+        assert version is None or versions.is_tested(name, version), (name, version)
+    assert given(fastcollate.patch_transformers) == []
+    trl = pytest.importorskip("fastcollate.trl", exc_type=ImportError)
+    assert given(lambda: trl.patch_trl().undo()) == []
