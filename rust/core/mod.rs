@@ -19,3 +19,4 @@ pub mod rng;
 pub mod sizes;
 pub mod stream_grouping;
 pub mod stream_packing;
+pub mod version;

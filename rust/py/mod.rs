@@ -53,10 +53,10 @@ mod _native {
     fn init(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
         use pyo3::types::PyModuleMethods;
         // Cargo's version in the form the wheel carries (PEP 440): maturin writes the
-        // pre-release "0.2.0-dev0" as "0.2.0.dev0".
+        // pre-release "0.2.0-dev0" as "0.2.0.dev0", "1.0.0-rc1" as "1.0.0rc1".
         m.add(
             "__version__",
-            env!("CARGO_PKG_VERSION").replacen("-dev", ".dev", 1),
+            crate::core::version::pep440(env!("CARGO_PKG_VERSION")),
         )?;
         m.add(
             "build_profile",
