@@ -30,7 +30,10 @@ def wheel_version(cargo_version: str) -> str:
     return f"{release}{_PRE_RELEASES[label[1].lower()]}{int(label[2] or 0)}"
 
 
-def cargo_version(root: Path = Path(__file__).resolve().parents[1]) -> str:
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cargo_version(root: Path = ROOT) -> str:
     """The package version in Cargo.toml."""
     text = (root / "Cargo.toml").read_text(encoding="utf-8")
     found = re.search(r'^version = "([^"]+)"$', text, re.MULTILINE)

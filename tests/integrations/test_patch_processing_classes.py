@@ -22,6 +22,7 @@ from transformers import (
 import fastcollate
 from tests.support.compare import assert_same_batch
 
+
 # transformers' image processors (ViTImageProcessor, one of the processing classes here) need
 # pillow; `[dev]` installs it, a bare environment skips these tests instead of failing them.
 def _has_pillow() -> bool:

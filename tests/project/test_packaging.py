@@ -151,7 +151,8 @@ def _wheel_version_module():
 
     from tests.support.repository import ROOT
 
-    spec = importlib.util.spec_from_file_location("wheel_version", ROOT / ".ci" / "wheel_version.py")
+    spec = importlib.util.spec_from_file_location("wheel_version",
+                                                  ROOT / ".ci" / "wheel_version.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

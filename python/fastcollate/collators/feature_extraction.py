@@ -108,9 +108,9 @@ def _in_place_readable(array: Any) -> Any:
 
 
 def _float_rows(key: str, values: list[Any], ndim: int) -> list[Any]:
-    """Each row as a C-contiguous, aligned float32 / float64 numpy array of `ndim` dimensions, read as
-    transformers' `to_numpy` reads it; `_HandBack` for rows of other dtypes or shapes, an error
-    naming the key and the row for values that are no audio at all."""
+    """Each row as a C-contiguous, aligned float32 / float64 numpy array of `ndim` dimensions,
+    read as transformers' `to_numpy` reads it; `_HandBack` for rows of other dtypes or shapes,
+    an error naming the key and the row for values that are no audio at all."""
     if all(isinstance(value, (list, tuple)) and not value for value in values):
         # Only empty lists: transformers looks for a first value to tell the type by and does
         # not find one; what it makes of that (an IndexError today) is its own to say.
