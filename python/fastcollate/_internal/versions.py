@@ -18,7 +18,7 @@ TESTED: dict[str, tuple[str, str]] = {
     "trl": ("1.16", "1.16"),
     "sentence-transformers": ("6.3", "6.3"),
     "datasets": ("5.2", "5.2"),
-    "accelerate": ("1.16", "1.16"),
+    "accelerate": ("1.15", "1.16"),
     "torch": ("2.14", "2.15"),
 }
 
