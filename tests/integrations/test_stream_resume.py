@@ -95,14 +95,15 @@ def test_stream_state_dict_resumes_a_reader(kind, workers):
     stream = small_stream(kind)
     stream.set_epoch(1)
     whole = list(stream)
+    identity = stream.state_dict()["stream"]
     assert stream.state_dict() == {"epoch": 1, "batches": len(whole), "complete": True,
-                                    "reader": [0, 1]}
+                                    "reader": [0, 1], "stream": identity}
     stream.set_epoch(1)
     iterator = iter(stream)
     head = [next(iterator) for _ in range(3)]
     state = stream.state_dict()
     assert state == {"epoch": 1, "batches": 3, "complete": False,
-                     "reader": [0, 1]} and head == whole[:3]
+                     "reader": [0, 1], "stream": identity} and head == whole[:3]
     again = small_stream(kind)
     again.load_state_dict(state)
     assert again.epoch == 1
@@ -117,7 +118,7 @@ def test_stream_state_dict_resumes_a_reader(kind, workers):
     done = small_stream(kind)
     done.set_epoch(1)
     done.load_state_dict({"epoch": 1, "batches": len(whole), "complete": True,
-                          "reader": [0, 1]})
+                          "reader": [0, 1], "stream": identity})
     assert list(done) == [] and done.state_dict()["complete"]
     assert list(done) == whole
 
@@ -149,20 +150,128 @@ def test_a_place_at_an_epochs_end_does_not_replay_it(kind):
     ({"epoch": 1, "batches": 2, "complete": False, "reader": [3, 2]}, "'reader'"),
     ({"epoch": 1, "batches": 2, "complete": False, "reader": [0, True]}, "'reader'"),
     ({"epoch": "1", "batches": 2, "complete": False, "reader": None}, "'epoch'"),
+    ({"epoch": 2**63, "batches": 2, "complete": False, "reader": None}, "'epoch'"),
+    ({"epoch": 2**63, "batches": 2, "complete": True, "reader": None}, "'epoch'"),
+    ({"epoch": 2**64 + 1, "batches": 2, "complete": False, "reader": None}, "'epoch'"),
     ({"epoch": 1, "batches": -1, "complete": False, "reader": None}, "'batches'"),
     ({"epoch": 1, "batches": 2.0, "complete": False, "reader": None}, "'batches'"),
-    ({"epoch": 1, "batches": 2, "complete": False}, "has no 'reader'"),
+    ({"epoch": 1, "batches": 2, "complete": False, "stream": None}, "has no 'reader'"),
     ({"epoch": 1}, "has no 'batches', 'complete', 'reader'"),
     ({"epoch": 1, "batches": 2, "complete": False, "reader": None, "extra": 1}, "'extra'"),
+    ({"epoch": 1, "batches": 2, "complete": False, "reader": None, "stream": 7}, "'stream'"),
     ([1, 2], "not list"),
 ])
 def test_malformed_places_are_refused(state, field):
     for stream in (fastcollate.PackedStream(stream_of(counting_rows(8)), BUDGET),
                    fastcollate.LengthGroupedStream(stream_of(counting_rows(8)), BATCH)):
+        if isinstance(state, dict) and "stream" not in state and len(state) == 4:
+            state = {**state, "stream": stream.state_dict()["stream"]}
         with pytest.raises(ValueError, match=re.escape(field)):
             stream.load_state_dict(state)
         assert stream.state_dict() == {"epoch": 0, "batches": 0, "complete": False,
-                                       "reader": None}
+                                       "reader": None, "stream": stream.state_dict()["stream"]}
+
+
+def every_stream(**options):
+    """One stream of each class over 60 counted rows, with `options` changed."""
+    source = stream_of(counting_rows(60))
+    shared = {"buffer": 8, "seed": 2,
+              **{k: v for k, v in options.items() if k not in ("max_tokens", "truncate",
+                                                                "batch_size")}}
+    packed = {k: v for k, v in options.items() if k == "truncate"}
+    return [fastcollate.PackedStream(source, options.get("max_tokens", BUDGET), **shared,
+                                     **packed),
+            fastcollate.LengthGroupedStream(source, options.get("batch_size", BATCH),
+                                            **shared)]
+
+
+@pytest.mark.parametrize(("changed", "named"), [
+    ({"seed": 3}, "seed=2 where this stream has seed=3"),
+    ({"buffer": 16}, "buffer=8 where this stream has buffer=16"),
+    ({"drop_last": True}, "drop_last=False where this stream has drop_last=True"),
+    ({"column": "labels"}, "column='input_ids' where this stream has column='labels'"),
+])
+def test_a_place_from_another_stream_is_refused(changed, named):
+    """A place keeps what identifies its stream: loaded into another class, seed, buffer or
+    grouping, whose batches differ, it is refused naming what differs (it used to load and
+    resume over another order, repeating or skipping rows)."""
+    for saver, loader in zip(every_stream(), every_stream(**changed), strict=True):
+        saver.set_epoch(1)
+        iterator = iter(saver)
+        next(iterator)
+        state = saver.state_dict()
+        with pytest.raises(ValueError, match=re.escape(named)):
+            loader.load_state_dict(state)
+        assert loader.state_dict()["batches"] == 0
+    packed, grouped = every_stream()
+    for saver, loader, named in ((packed, grouped, "class='PackedStream' where this stream "
+                                  "has class='LengthGroupedStream'"),
+                                 (grouped, packed, "class='LengthGroupedStream'")):
+        with pytest.raises(ValueError, match=re.escape(named)):
+            loader.load_state_dict(saver.state_dict())
+    for options, named in (({"max_tokens": 32}, "max_tokens=64 where this stream has "
+                            "max_tokens=32"), ({"truncate": True}, "truncate=False")):
+        with pytest.raises(ValueError, match=re.escape(named)):
+            every_stream(**options)[0].load_state_dict(packed.state_dict())
+    with pytest.raises(ValueError, match=re.escape("batch_size=4 where this stream has "
+                                                   "batch_size=2")):
+        every_stream(batch_size=2)[1].load_state_dict(grouped.state_dict())
+
+
+@pytest.mark.parametrize("kind", ["packed", "grouped"])
+def test_a_batch_count_past_the_epochs_end_is_refused(kind):
+    """A place claiming more batches than the reader's epoch has is a ValueError naming
+    'batches' when the epoch's end is known (it used to load, and the pass was empty)."""
+    stream = small_stream(kind)
+    stream.set_epoch(1)
+    total = len(list(stream))
+    at_end = {**stream.state_dict(), "complete": False}
+    resumed = small_stream(kind)
+    resumed.load_state_dict(at_end)
+    assert list(resumed) == []  # at the end exactly: nothing left, not an error
+    past = small_stream(kind)
+    past.load_state_dict({**at_end, "batches": total + 1})
+    with pytest.raises(ValueError, match=rf"'batches'={total + 1} is past the end of epoch 1, "
+                                         rf"which has {total} batch"):
+        list(past)
+
+
+@pytest.mark.parametrize("kind", ["packed", "grouped"])
+def test_an_epoch_out_of_range_is_a_value_error(kind):
+    stream = small_stream(kind)
+    for epoch in (2**63, 2**64):
+        with pytest.raises(ValueError, match="'epoch' must be below 2\\*\\*63"):
+            stream.set_epoch(epoch)
+    stream.set_epoch(2**63 - 1)
+    assert stream.epoch == 2**63 - 1
+
+
+@pytest.mark.parametrize("kind", ["packed", "grouped"])
+def test_an_end_of_epoch_place_round_trips(kind):
+    """`state_dict()` right after loading a place saved at an epoch's end gives that place (it
+    used to say epoch 0, so saving and loading again replayed the epoch)."""
+    stream = small_stream(kind)
+    stream.set_epoch(1)
+    assert list(stream)
+    state = stream.state_dict()
+    stream.set_epoch(2)
+    following = list(stream)
+    loaded = small_stream(kind)
+    loaded.load_state_dict(state)
+    assert loaded.state_dict() == state
+    again = small_stream(kind)
+    again.load_state_dict(loaded.state_dict())  # saved again before the loop went on
+    batches = []
+    for epoch in (1, 2):
+        again.set_epoch(epoch)
+        batches.extend(again)
+    assert batches == following
+    # Moving to another epoch drops the place, whichever epoch the stream was at.
+    dropped = small_stream(kind)
+    dropped.load_state_dict(state)
+    dropped.set_epoch(0)
+    assert dropped.state_dict()["epoch"] == 0 and dropped.state_dict()["batches"] == 0
+    assert not dropped.state_dict()["complete"]
 
 
 @pytest.mark.slow

@@ -79,11 +79,24 @@ def _equal(first: Any, second: Any) -> bool:
         return bool(np.array_equal(np.asarray(first), np.asarray(second)))
 
 
-def checked_place(state: Any, stream: str) -> dict[str, Any]:
+# An epoch is kept in an int64 tensor shared with DataLoader workers: it must fit one.
+EPOCH_LIMIT = 2**63
+
+
+def checked_epoch(value: Any, where: str) -> int:
+    """`value` as an epoch in [0, 2**63): a TypeError / ValueError naming 'epoch' otherwise."""
+    epoch = checked_count(value, f"{where}: 'epoch'", 0)
+    if epoch >= EPOCH_LIMIT:
+        raise ValueError(f"{where}: 'epoch' must be below 2**63, not {epoch}")
+    return epoch
+
+
+def checked_place(state: Any, stream: str, identity: Mapping[str, Any]) -> dict[str, Any]:
     """`state` (what `state_dict` returns) checked field by field: a ValueError naming the
-    field that is missing, unknown or wrong."""
+    field that is missing, unknown or wrong, or the part of the stream's identity (`stream`:
+    its class and the options its batches depend on) that differs from `identity`."""
     where = f"{stream}.load_state_dict"
-    fields = ("epoch", "batches", "complete", "reader")
+    fields = ("epoch", "batches", "complete", "reader", "stream")
     if not isinstance(state, Mapping):
         raise ValueError(
             f"{where} needs a mapping with {', '.join(map(repr, fields))} (what state_dict "
@@ -104,6 +117,8 @@ def checked_place(state: Any, stream: str) -> dict[str, Any]:
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
             raise ValueError(f"{where}: '{field}' must be an integer >= 0, not {value!r}")
         place[field] = int(value)
+    if place["epoch"] >= EPOCH_LIMIT:
+        raise ValueError(f"{where}: 'epoch' must be below 2**63, not {place['epoch']}")
     complete = state["complete"]
     if not isinstance(complete, (bool, np.bool_)):
         raise ValueError(f"{where}: 'complete' must be True or False, not {complete!r}")
@@ -121,7 +136,32 @@ def checked_place(state: Any, stream: str) -> dict[str, Any]:
             )
         reader = [int(v) for v in pair]
     place["reader"] = reader
+    check_identity(state["stream"], identity, where)
     return place
+
+
+def check_identity(saved: Any, identity: Mapping[str, Any], where: str) -> None:
+    """A ValueError naming each part of `saved` (a state's 'stream') that differs from this
+    stream's `identity`: its batches would differ, and resuming would repeat or skip rows."""
+    if not isinstance(saved, Mapping):
+        raise ValueError(
+            f"{where}: 'stream' must be the mapping state_dict gives (the stream's class and "
+            f"options), not {saved!r}"
+        )
+    differences = [
+        f"{key}={saved.get(key, '<missing>')!r} where this stream has {key}={value!r}"
+        for key, value in identity.items() if saved.get(key, _ABSENT) != value
+    ]
+    differences += [f"unknown {key!r}" for key in sorted(map(str, set(saved) - set(identity)))]
+    if differences:
+        raise ValueError(
+            f"{where}: the place was saved by another stream, whose batches differ ('stream': "
+            f"{'; '.join(differences)}); load it into a stream made with the same class and "
+            "options"
+        )
+
+
+_ABSENT = object()
 
 
 def _process_group() -> bool:
@@ -290,12 +330,13 @@ class BufferedStream(torch.utils.data.IterableDataset[Any]):
         """Sets the epoch (the batches are a function of seed, epoch and the stream's order),
         and the stream's own epoch when it has `set_epoch`."""
         check_not_resharded(type(self).__name__, self.num_replicas, sys._getframe(1))
-        epoch = checked_count(epoch, "epoch", 0)
-        if epoch != self.epoch:
+        epoch = checked_epoch(epoch, f"{type(self).__name__}.set_epoch")
+        dropped = self._place is not None and self._place["epoch"] != epoch
+        if epoch != self.epoch or dropped:
             # A new epoch: nothing of it handed out yet.
             self._yielded = 0
             self._complete = False
-        if self._place is not None and self._place["epoch"] != epoch:
+        if dropped:
             self._place = None  # a loaded place of another epoch: this one starts afresh
         self._epoch.fill_(epoch)
         set_source_epoch = getattr(self.iterable, "set_epoch", None)
@@ -307,9 +348,21 @@ class BufferedStream(torch.utils.data.IterableDataset[Any]):
         handed out, whether that was all of them (`complete`, known as the last one is handed
         out), and which reader of how many this is (`reader`: [rank x workers + worker,
         ranks x workers], None before it iterates). In a DataLoader worker, that worker's
-        place: torchdata's `StatefulDataLoader` asks each worker."""
-        return {"epoch": self.epoch, "batches": self._yielded, "complete": self._complete,
-                "reader": self._reader}
+        place: torchdata's `StatefulDataLoader` asks each worker. `stream` identifies the
+        stream (its class and the options its batches depend on): `load_state_dict` refuses a
+        place saved by another. Right after `load_state_dict`, the place loaded (its epoch too,
+        where a `complete` place leaves the stream's epoch as it was)."""
+        place = self._place
+        return {"epoch": self.epoch if place is None else place["epoch"],
+                "batches": self._yielded, "complete": self._complete,
+                "reader": self._reader, "stream": self._identity()}
+
+    def _identity(self) -> dict[str, Any]:
+        """What identifies this stream's batches (given the source and the epoch): its class
+        and options, as plain values."""
+        return {"class": type(self).__name__, "seed": self.seed, "buffer": self.buffer,
+                "column": self.column, "drop_last": self.drop_last,
+                "source_sharded": self.source_sharded, "read_shards": self.read_shards}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resumes at `state` (from `state_dict`; every field checked, a ValueError naming the
@@ -325,7 +378,7 @@ class BufferedStream(torch.utils.data.IterableDataset[Any]):
         is over, and the next batch is the next epoch's first. Moving to another epoch with
         `set_epoch` drops the place. (torchdata's `StatefulDataLoader` loads each worker's
         place in the worker, at the epoch the loop has set.)"""
-        place = checked_place(state, type(self).__name__)
+        place = checked_place(state, type(self).__name__, self._identity())
         if not place["complete"]:
             self.set_epoch(place["epoch"])
         self._place = place
@@ -480,3 +533,13 @@ class BufferedStream(torch.utils.data.IterableDataset[Any]):
                 yield batch
             batch = following
         self._complete = True
+        if skip > self._yielded:
+            # Checked once the epoch's end is known: loaded and nothing yielded, the place
+            # claims batches this reader's epoch does not have.
+            total = self._yielded
+            self._yielded, self._complete = 0, False
+            raise ValueError(
+                f"{type(self).__name__}.load_state_dict: 'batches'={skip} is past the end of "
+                f"epoch {self.epoch}, which has {total} batch(es) for reader "
+                f"{self._reader}; the place was saved from another source or stream"
+            )

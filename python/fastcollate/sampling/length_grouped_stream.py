@@ -68,6 +68,9 @@ class LengthGroupedStream(BufferedStream):
                 "(many batches' worth, for the grouping to have rows to choose from)"
             )
 
+    def _identity(self) -> dict[str, Any]:
+        return {**super()._identity(), "batch_size": self.batch_size}
+
     def _plan(self, sizes: np.ndarray, *, last: bool, epoch: int,
               buffer_number: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         indices, offsets, carried = _native.group_stream_buffer(

@@ -84,6 +84,9 @@ class PackedStream(BufferedStream):
         self.max_tokens = checked_count(max_tokens, "max_tokens", 1)
         self.truncate = bool(truncate)
 
+    def _identity(self) -> dict[str, Any]:
+        return {**super()._identity(), "max_tokens": self.max_tokens, "truncate": self.truncate}
+
     def _size(self, row: Any, position: int | str) -> tuple[Any, int]:
         """The row as packed (cut to `max_tokens` when over-long and `truncate`) and its
         token count; an over-long row is an error otherwise."""
