@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from transformers import trainer_pt_utils as hf
 
 import fastcollate
+from fastcollate._internal.extras import install_command
 from fastcollate import (
     DistributedLengthGroupedSampler,
     LengthGroupedSampler,
@@ -468,5 +469,5 @@ def test_grouped_indices_without_torch_say_what_to_install():
     assert done.returncode == 0, done.stderr
     message = done.stdout
     assert "get_length_grouped_indices" in message and "torch.randperm" in message
-    assert "pip install 'fastcollate[torch]'" in message
+    assert install_command("torch") in message
     assert "return_tensors" not in message
