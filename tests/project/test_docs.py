@@ -1,6 +1,7 @@
 """The docs site: every ```python block of each docs/ page runs, in order, in one namespace per
-page (a page's later blocks use what its first ones built), run offline with
-TOKENIZER / MODEL naming the bundled test model. A block that cannot run alone is marked `<!-- no-run: reason -->`."""
+page (a page's later blocks use what its first ones built), run offline with TOKENIZER / MODEL
+naming the bundled test model. A block that cannot run alone is marked
+`<!-- no-run: reason -->`."""
 
 from __future__ import annotations
 

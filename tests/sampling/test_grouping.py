@@ -13,13 +13,13 @@ from hypothesis import strategies as st
 from transformers import trainer_pt_utils as hf
 
 import fastcollate
-from fastcollate._internal.extras import install_command
 from fastcollate import (
     DistributedLengthGroupedSampler,
     LengthGroupedSampler,
     get_length_grouped_indices,
     sequence_lengths,
 )
+from fastcollate._internal.extras import install_command
 from tests.support.blocked_imports import run_without
 from tests.support.hypothesis_profiles import examples
 
