@@ -128,13 +128,30 @@ impl fmt::Display for CollateError {
             ),
             FloatTokenIds { key, row } => write!(
                 f,
-                "'{key}' in row {row} holds floats; token ids must be integers (a list of ints, \
-                 or an integer numpy array or torch tensor)"
+                "'{key}' in row {row} holds floats, not token ids; token ids must be integers: \
+                 tokenize first, or give a list of ints or an integer numpy array or torch tensor"
             ),
             NotAMapping { row, type_name } => {
                 write!(
                     f,
                     "row {row} is a {type_name}, not a mapping of feature names to values"
+                )
+            }
+            NotANumber {
+                key,
+                row,
+                position,
+                type_name,
+            } if is_text(type_name) => {
+                let fix = if holds_token_ids(key) {
+                    "not token ids; tokenize first (the tokenizer's output holds the ids)"
+                } else {
+                    "not numbers; tokenize first, or map class names to integer ids"
+                };
+                write!(
+                    f,
+                    "'{key}' in row {row} holds text (a {type_name} at position {position}), \
+                     {fix}"
                 )
             }
             NotANumber {
@@ -149,7 +166,8 @@ impl fmt::Display for CollateError {
             ),
             NotIntegers { key, row } => write!(
                 f,
-                "'{key}' in row {row} holds non-integer values; it must hold integers"
+                "'{key}' in row {row} holds floats or bools, not token ids; it must hold \
+                 integers: tokenize first, or convert the values to integers"
             ),
             Overflow { key, row, position } => write!(
                 f,
@@ -246,6 +264,18 @@ impl fmt::Display for CollateError {
     }
 }
 
+/// Whether a Python type name is text (str, bytes), which is what a token key holds before
+/// tokenizing.
+fn is_text(type_name: &str) -> bool {
+    matches!(type_name, "str" | "bytes" | "str_" | "bytes_")
+}
+
+/// Whether `key` names token ids (`input_ids`, `decoder_input_ids`, `chosen_input_ids`, ...),
+/// where text means the rows were not tokenized.
+fn holds_token_ids(key: &str) -> bool {
+    key.ends_with("input_ids")
+}
+
 /// A shape as numpy prints one: `(3, 128)`, `(4,)`.
 fn shape_text(shape: &[usize]) -> String {
     let parts: Vec<String> = shape.iter().map(usize::to_string).collect();
@@ -258,3 +288,45 @@ fn shape_text(shape: &[usize]) -> String {
 impl std::error::Error for CollateError {}
 
 pub type Result<T> = std::result::Result<T, CollateError>;
+
+#[cfg(test)]
+mod tests {
+    use super::CollateError::*;
+
+    fn text_in(key: &str, type_name: &str) -> String {
+        NotANumber {
+            key: key.into(),
+            row: 2,
+            position: 0,
+            type_name: type_name.into(),
+        }
+        .to_string()
+    }
+
+    #[test]
+    fn text_in_a_token_key_says_tokenize_first() {
+        let message = text_in("decoder_input_ids", "str");
+        assert!(message.starts_with("'decoder_input_ids' in row 2 holds text (a str"));
+        assert!(message.contains("not token ids; tokenize first"));
+        assert!(text_in("label", "str").contains("not numbers; tokenize first"));
+        assert!(text_in("input_ids", "NoneType").ends_with("expected integers, floats or bools"));
+    }
+
+    #[test]
+    fn floats_and_non_integers_are_in_the_same_family() {
+        let floats = FloatTokenIds {
+            key: "input_ids".into(),
+            row: 1,
+        }
+        .to_string();
+        assert!(floats.starts_with("'input_ids' in row 1 holds floats, not token ids;"));
+        assert!(floats.contains("tokenize first"));
+        let trl = NotIntegers {
+            key: "input_ids".into(),
+            row: 0,
+        }
+        .to_string();
+        assert!(trl.starts_with("'input_ids' in row 0 holds floats or bools, not token ids;"));
+        assert!(trl.contains("tokenize first"));
+    }
+}

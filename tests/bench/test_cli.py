@@ -13,6 +13,7 @@ import pytest
 
 import fastcollate
 from fastcollate import __main__ as entry
+from fastcollate._internal.extras import install_command
 from fastcollate.bench import cli, sampling, timing
 from fastcollate.bench.cases import CASES, resolve_cases, short_name
 
@@ -217,7 +218,7 @@ def test_plot_without_matplotlib_is_refused_before_running(monkeypatch, capsys, 
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` fail
     code = entry.main(["bench", "--quick", "--plot", "x.png"])
     assert code == 1
-    assert "pip install 'fastcollate[plot]'" in capsys.readouterr().err
+    assert install_command("plot") in capsys.readouterr().err
 
 
 def test_benches_script_takes_the_same_options(capsys, nothing_runs):
@@ -319,4 +320,4 @@ def test_trl_cases_without_trl_give_the_install_command(monkeypatch, capsys, not
     monkeypatch.setitem(sys.modules, "trl", None)  # makes `import trl` fail
     assert entry.main(["bench", "--cases", "trl", "--quick"]) == 1
     err = capsys.readouterr().err
-    assert "--cases trl` needs trl" in err and "pip install 'fastcollate[trl]'" in err
+    assert "--cases trl` needs trl" in err and install_command("trl") in err

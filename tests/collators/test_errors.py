@@ -43,10 +43,12 @@ def test_missing_main_input(bert_tokenizer):
 @pytest.mark.parametrize(
     "bad, kind, match",
     [
-        ("x", TypeError, r"'input_ids' in row 1 holds a str at position 1"),
+        ("x", TypeError, r"'input_ids' in row 1 holds text \(a str at position 1\), not token ids; "
+         r"tokenize first"),
         # Token ids must be integers: transformers raises for a float first value and returns
         # float ids (no embedding takes them) for a later one; fastcollate raises for any.
-        (1.5, ValueError, r"'input_ids' in row 1 holds floats; token ids must be integers"),
+        (1.5, ValueError, r"'input_ids' in row 1 holds floats, not token ids; token ids must be "
+         r"integers: tokenize first"),
         (None, TypeError, r"'input_ids' in row 1 holds a NoneType at position 1"),
         ([1, 2], ValueError, r"'input_ids' in row 1 nests deeper"),
         (2**70, ValueError, r"'input_ids' in row 1 holds an integer at position 1 that does not"),
@@ -212,3 +214,45 @@ def test_text_labels_say_to_map_them_to_ids(bert_tokenizer, call, name, label, w
     assert f"'{name}' in row {where} is text" in message
     assert "map them to integer ids" in message
     assert rows == snapshot
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda tok: (lambda rows: fastcollate.pad(rows, tok)),
+        lambda tok: fastcollate.DataCollatorWithPadding(tok),
+        lambda tok: fastcollate.DataCollatorForTokenClassification(tok),
+        lambda tok: fastcollate.DataCollatorForSeq2Seq(tok),
+        lambda tok: fastcollate.DataCollatorForLanguageModeling(tok, mlm=False),
+        lambda tok: fastcollate.DataCollatorWithFlattening(),
+        lambda tok: fastcollate.DataCollatorForMultipleChoice(tok),
+        lambda tok: fastcollate.default_data_collator,
+    ],
+    ids=["pad", "WithPadding", "TokenClassification", "Seq2Seq", "LanguageModeling",
+         "WithFlattening", "MultipleChoice", "default_data_collator"],
+)
+def test_text_in_input_ids_says_tokenize_first_on_every_entry_point(make, bert_tokenizer):
+    collate = make(bert_tokenizer)
+    rows = [{"input_ids": [101, 102]}, {"input_ids": ["a", "review"]}]
+    if collate is fastcollate.default_data_collator:
+        rows = [{"input_ids": [101, 102]}, {"input_ids": ["a", "b"]}]
+    if isinstance(collate, fastcollate.DataCollatorForMultipleChoice):
+        rows = [{"input_ids": [[101], [102]]}, {"input_ids": [["a"], ["b"]]}]
+    with pytest.raises((TypeError, ValueError)) as raised:
+        collate(rows)
+    message = str(raised.value)
+    # Multiple choice numbers the flattened choices (row 1's first choice is row 2).
+    row = 2 if isinstance(collate, fastcollate.DataCollatorForMultipleChoice) else 1
+    assert f"'input_ids' in row {row} holds text" in message, message
+    assert "tokenize first" in message, message
+
+
+@pytest.mark.parametrize("padding_free", [False, True])
+def test_trl_text_and_floats_say_tokenize_first(padding_free):
+    trl = pytest.importorskip("fastcollate.trl")
+    collate = trl.DataCollatorForLanguageModeling(pad_token_id=0, padding_free=padding_free)
+    for bad, words in ((["a", "b"], "holds text"), ([1.5, 2.5], "holds floats or bools")):
+        with pytest.raises(TypeError) as raised:
+            collate([{"input_ids": [5, 6]}, {"input_ids": bad}])
+        message = str(raised.value)
+        assert f"'input_ids' in row 1 {words}" in message and "tokenize first" in message, message

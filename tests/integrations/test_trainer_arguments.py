@@ -44,3 +44,34 @@ def test_building_dataloaders_sets_nothing_on_the_arguments(model_path, bert_tok
         # No accelerator here: the DataLoader is asked for no pinning (torch would warn).
         assert loader.pin_memory is False
         assert next(iter(loader))["input_ids"].shape[0] == size
+
+
+@pytest.mark.parametrize("kind", ["DatasetDict", "IterableDatasetDict"])
+@pytest.mark.parametrize("trainer_cls", [fastcollate.Trainer, fastcollate.Seq2SeqTrainer])
+def test_a_dataset_of_splits_is_refused_at_construction(trainer_cls, kind, model_path, tmp_path):
+    # transformers keeps it and fails at train() with datasets' KeyError; here the message
+    # names the splits and the fix, before anything is built from it.
+    split = datasets.Dataset.from_dict({"input_ids": [[1, 2]], "label": [0]})
+    if kind == "IterableDatasetDict":
+        split = split.to_iterable_dataset()
+    splits = getattr(datasets, kind)({"train": split, "test": split})
+    model = AutoModelForSequenceClassification.from_pretrained(model_path, num_labels=2)
+    args = fastcollate.TrainingArguments(str(tmp_path), report_to=[], use_cpu=True)
+    with pytest.raises(ValueError) as raised:
+        trainer_cls(model=model, args=args, train_dataset=splits)
+    assert str(raised.value) == (
+        f"train_dataset is a datasets.{kind} (splits: 'train', 'test'), not a dataset; pass "
+        "one split, e.g. train_dataset=dataset['train']"
+    )
+
+
+def test_an_eval_dataset_of_splits_is_evaluated_split_by_split(model_path, tmp_path):
+    # transformers and TRL take a dict of eval datasets (a DatasetDict is one): kept as there.
+    split = datasets.Dataset.from_dict({"input_ids": [[101, 7, 102]] * 2, "label": [0, 1]})
+    model = AutoModelForSequenceClassification.from_pretrained(model_path, num_labels=2)
+    args = fastcollate.TrainingArguments(str(tmp_path), report_to=[], use_cpu=True)
+    trainer = fastcollate.Trainer(
+        model=model, args=args, eval_dataset=datasets.DatasetDict({"a": split, "b": split})
+    )
+    metrics = trainer.evaluate()
+    assert "eval_a_loss" in metrics and "eval_b_loss" in metrics

@@ -1,12 +1,13 @@
 """The docs site: every ```python block of each docs/ page runs, in order, in one namespace per
-page (a page's later blocks use what its first ones built), with hub model names pointed at the
-bundled test model. A block that cannot run alone is marked `<!-- no-run: reason -->`."""
+page (a page's later blocks use what its first ones built), run offline with TOKENIZER / MODEL
+naming the bundled test model. A block that cannot run alone is marked
+`<!-- no-run: reason -->`."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.support.code_blocks import ROOT, python_blocks, redirect_hub_names, run_blocks
+from tests.support.code_blocks import ROOT, offline_as_documented, python_blocks, run_blocks
 
 DOCS = ROOT / "docs"
 PAGES = sorted(DOCS.rglob("*.md"))
@@ -28,7 +29,7 @@ def test_every_skipped_block_says_why(page):
     ids=lambda page: str(page.relative_to(DOCS)),
 )
 def test_python_blocks_run_as_printed(page, model_path, tmp_path, monkeypatch):
-    redirect_hub_names(monkeypatch, model_path)
+    offline_as_documented(monkeypatch, model_path)
     monkeypatch.chdir(tmp_path)  # blocks may write (a Trainer's output folder)
     run_blocks(page, python_blocks(page))
 

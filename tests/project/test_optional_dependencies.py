@@ -9,6 +9,7 @@ import pytest
 import transformers
 
 import fastcollate
+from fastcollate._internal.extras import install_command
 from tests.support.blocked_imports import run_without
 
 
@@ -60,9 +61,9 @@ def test_padding_needs_only_numpy():
 )
 def test_missing_extras_give_the_install_command(blocked, expression, extra):
     message = import_error(blocked, expression)
-    # Both forms until a release is on an index: from an index, and from a source checkout.
-    assert f"pip install 'fastcollate[{extra}]'" in message
-    assert f"pip install '.[{extra}]'" in message
+    # Until a release is on an index: the command that works from where fastcollate came from.
+    assert install_command(extra) in message
+    assert "pip install 'fastcollate[" not in message
     assert expression.rstrip("()") in message
     # Sentences, not Python's own text spliced in: which module is missing, then the fix.
     assert f"{blocked[0]} is not installed. Install" in message, message
@@ -73,7 +74,7 @@ def test_preparation_without_datasets_gives_the_install_command():
     # Its modules import datasets and pyarrow at module level, behind the package's check.
     message = import_error(["datasets"], "import fastcollate.preparation.pack_dataset")
     assert message.startswith("fastcollate.preparation needs datasets and pyarrow"), message
-    assert "pip install 'fastcollate[transformers]'" in message
+    assert install_command("transformers") in message
 
 
 def test_bench_without_transformers_prints_the_install_command():
@@ -87,7 +88,7 @@ def test_bench_without_transformers_prints_the_install_command():
     )
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
-    assert "pip install 'fastcollate[transformers]'" in done.stderr
+    assert install_command("transformers") in done.stderr
 
 
 def test_trainer_shows_transformers_signature():
@@ -154,3 +155,51 @@ def test_the_tests_that_need_pillow_skip_without_it():
     )
     assert done.stdout.strip().splitlines()[-1] == "exit 0", done.stdout[-3000:] + done.stderr
     assert " skipped" in done.stdout
+
+
+def test_the_install_command_from_a_checkout_names_the_checkout(monkeypatch, tmp_path):
+    from fastcollate._internal import extras
+
+    (tmp_path / "pyproject.toml").write_text("")
+    monkeypatch.setattr(extras, "installed_from", lambda: tmp_path)
+    command = extras.install_command("trl")
+    assert command.startswith(f"pip install '{tmp_path}[trl]'"), command
+    assert "rebuilds the extension" in command and "fastcollate[" not in command
+
+
+def test_the_install_command_from_a_wheel_names_the_extras_packages(monkeypatch):
+    from fastcollate._internal import extras
+
+    monkeypatch.setattr(extras, "installed_from", lambda: None)
+    command = extras.install_command("transformers")
+    # The packages of the extra, as the installed metadata lists them (a wheel's pip install
+    # of fastcollate[...] needs an index holding fastcollate).
+    for requirement in ("transformers>=5.0", "datasets>=3.0", "accelerate>=1.0", "torch>=2.1"):
+        assert f"'{requirement}'" in command, command
+    assert "fastcollate" not in command
+    assert extras.install_command("ray").startswith("pip install 'ray[data]>=2.47'")
+
+
+def test_the_checkout_is_read_from_pips_direct_url_record(monkeypatch, tmp_path):
+    import importlib.metadata
+    import json
+
+    from fastcollate._internal import extras
+
+    (tmp_path / "pyproject.toml").write_text("")
+
+    class Distribution:
+        def __init__(self, record):
+            self.record = record
+
+        def read_text(self, name):
+            return json.dumps(self.record) if name == "direct_url.json" else None
+
+    for record, expected in [
+        ({"url": tmp_path.as_uri(), "dir_info": {}}, tmp_path),
+        ({"url": tmp_path.as_uri(), "dir_info": {"editable": True}}, tmp_path),
+        ({"url": (tmp_path / "x.whl").as_uri(), "archive_info": {}}, None),
+        ({"url": (tmp_path / "gone").as_uri(), "dir_info": {}}, None),
+    ]:
+        monkeypatch.setattr(importlib.metadata, "distribution", lambda _, r=record: Distribution(r))
+        assert extras.installed_from() == expected, record

@@ -19,6 +19,7 @@ from fastcollate import (
     get_length_grouped_indices,
     sequence_lengths,
 )
+from fastcollate._internal.extras import install_command
 from tests.support.blocked_imports import run_without
 from tests.support.hypothesis_profiles import examples
 
@@ -468,5 +469,5 @@ def test_grouped_indices_without_torch_say_what_to_install():
     assert done.returncode == 0, done.stderr
     message = done.stdout
     assert "get_length_grouped_indices" in message and "torch.randperm" in message
-    assert "pip install 'fastcollate[torch]'" in message
+    assert install_command("torch") in message
     assert "return_tensors" not in message

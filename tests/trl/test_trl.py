@@ -28,6 +28,7 @@ from trl.trainer.sft_trainer import (  # noqa: E402
 import fastcollate  # noqa: E402
 import fastcollate.trl  # noqa: E402
 from fastcollate import ArrowBatches, _native  # noqa: E402
+from fastcollate._internal.extras import install_command  # noqa: E402
 from fastcollate.trl import DataCollatorForLanguageModeling  # noqa: E402
 from tests.support.blocked_imports import run_without  # noqa: E402
 from tests.support.compare import assert_same_batch, assert_unchanged, to_format  # noqa: E402
@@ -526,4 +527,4 @@ def test_without_trl_the_import_says_how_to_install_it():
     )
     assert done.returncode == 0, done.stderr
     assert "fastcollate.trl needs" in done.stdout
-    assert "pip install 'fastcollate[trl]'" in done.stdout
+    assert install_command("trl") in done.stdout

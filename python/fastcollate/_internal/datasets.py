@@ -32,3 +32,29 @@ def stream_kind(value: Any) -> str | None:
     if isinstance(value, Iterable) and not isinstance(value, Sized):
         return f"an iterable without __len__ ({type(value).__name__})"
     return None
+
+
+def split_dict_kind(value: Any) -> str | None:
+    """Words for `value` when it is a `datasets.DatasetDict` or `IterableDatasetDict` (a
+    dataset's splits, not a dataset), else None (always None when datasets was never imported)."""
+    datasets = sys.modules.get("datasets")
+    if datasets is None:
+        return None
+    for name in ("DatasetDict", "IterableDatasetDict"):
+        if isinstance(value, getattr(datasets, name)):
+            return f"a datasets.{name}"
+    return None
+
+
+def refuse_split_dict(argument: str, value: Any) -> None:
+    """ValueError when `value` (given as `argument`) is a DatasetDict or IterableDatasetDict:
+    a trainer trains on one split, so the message names the splits to pick from."""
+    kind = split_dict_kind(value)
+    if kind is None:
+        return
+    splits = list(value)
+    first = repr(splits[0]) if splits else "'train'"
+    raise ValueError(
+        f"{argument} is {kind} (splits: {', '.join(map(repr, splits)) or 'none'}), not a "
+        f"dataset; pass one split, e.g. {argument}=dataset[{first}]"
+    )

@@ -110,6 +110,12 @@ def text_error(key: str, values: list[Any], return_tensors: str | None) -> Value
     """The error for a key whose rows hold text, saying what to do (labels: map them to integer
     ids), or None when no row holds text."""
     for row, value in enumerate(values):
+        if is_text(value) and key.endswith("input_ids"):
+            return ValueError(
+                f"cannot make {output_kind(return_tensors)} of '{key}': '{key}' in row {row} "
+                f"holds text ({value!r:.60}), not token ids; tokenize first (the tokenizer's "
+                "output holds the ids)"
+            )
         if is_text(value):
             return ValueError(
                 f"cannot make {output_kind(return_tensors)} of '{key}': '{key}' in row {row} is "

@@ -15,7 +15,7 @@ import torch
 import transformers
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, has_length
 
-from .._internal.datasets import is_datasets_dataset
+from .._internal.datasets import is_datasets_dataset, refuse_split_dict
 from .._internal.patching import original
 from .._internal.upstream import TRAINER_COLLATOR_WITH_REMOVED_COLUMNS, TRAINER_OUTPUT_DIR
 from ..arrow.trainer_datasets import ArrowDataLoaderMixin, unwrap
@@ -152,6 +152,9 @@ class ArrowTrainerMixin(ArrowDataLoaderMixin, _TrainerBase):
     def __init__(self, *args: Any, **kwargs: Any):
         bound = _TRAINER_SIGNATURE.bind(self, *args, **kwargs)
         collator_given = bound.arguments.get("data_collator") is not None
+        # transformers keeps a DatasetDict and fails at train() with datasets' KeyError; an
+        # eval_dataset dict (a DatasetDict among them) is evaluated split by split, as there.
+        refuse_split_dict("train_dataset", bound.arguments.get("train_dataset"))
         super().__init__(*args, **kwargs)
         if not collator_given:
             self.data_collator = default_collator(self.processing_class)

@@ -268,7 +268,10 @@ def _check_integers(features: Any, key: str, values: np.ndarray) -> None:
         elif isinstance(value, (list, tuple)) and not all(
             isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) for x in value
         ):
-            raise TypeError(f"'{key}' in row {row} holds non-integer values; it must hold integers")
+            raise TypeError(
+                f"'{key}' in row {row} holds floats or bools, not token ids; it must hold "
+                "integers: tokenize first, or convert the values to integers"
+            )
     raise TypeError(f"'{key}' holds {values.dtype} values; it must hold integers")
 
 

@@ -321,6 +321,10 @@ def _find_bad_row(sequences: list[Any], where: Callable[[int], str]) -> None:
         if not isinstance(value, (list, tuple)):
             raise TypeError(f"{where(row)} is a {type(value).__name__}; it must be a list of ints")
         for item in value:
+            if isinstance(item, (str, bytes)):
+                raise TypeError(
+                    f"{where(row)} holds text ({item!r}), not token ids; tokenize first"
+                )
             if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)):
                 raise TypeError(
                     f"{where(row)} holds a {type(item).__name__} ({item!r}); it must hold integers"
