@@ -5,11 +5,12 @@ change. `__version__` is the package version; `build_profile` is "release" for a
 build (wheels, `pip install`) and "debug" for a development build, whose timings mean nothing.
 `LengthGroupedSampler`, `DistributedLengthGroupedSampler`, `BatchRebalanceSampler`,
 `PackedStream`, `LengthGroupedStream` (need torch), `Trainer`, `Seq2SeqTrainer`,
-`TrainingArguments` (need transformers), `patch_trl`, `unpatch_trl`, `TRLPatch` (need TRL),
+`ArrowTrainerMixin`, `TrainingArguments` (need transformers), `patch_trl`, `unpatch_trl`, `TRLPatch` (need TRL),
 `RayCollateFn` (needs Ray Data) and `prepare` (needs accelerate) are imported on
 first use.
 """
 
+from ._internal.lazy import lazy_exports
 from ._internal.versions import UntestedVersionWarning
 from ._native import __version__, build_profile
 from .arrow import ArrowBatch, ArrowBatches, collate_arrow
@@ -59,6 +60,7 @@ __all__ = [
     "LengthGroupedStream",
     "Trainer",
     "Seq2SeqTrainer",
+    "ArrowTrainerMixin",
     "TrainingArguments",
     "patch_transformers",
     "unpatch_transformers",
@@ -84,6 +86,7 @@ _LAZY = {
     "LengthGroupedStream": (".sampling.length_grouped_stream", "torch", ("torch",)),
     "Trainer": (".integrations.trainer", "transformers", ("torch", "transformers")),
     "Seq2SeqTrainer": (".integrations.trainer", "transformers", ("torch", "transformers")),
+    "ArrowTrainerMixin": (".integrations.trainer", "transformers", ("torch", "transformers")),
     "TrainingArguments": (".integrations.training_args", "transformers", ("torch", "transformers")),
     "patch_trl": (".trl.patch", "trl", ("torch", "trl")),
     "unpatch_trl": (".trl.patch", "trl", ("torch", "trl")),
@@ -93,21 +96,5 @@ _LAZY = {
 }
 
 
-def __getattr__(name):
-    if name in _LAZY:
-        import importlib
-
-        from ._internal.extras import require
-
-        module, extra, needs = _LAZY[name]
-        require(f"fastcollate.{name}", extra, *needs)
-        value = getattr(importlib.import_module(module, __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    """The module's attributes with the names imported on first use (`_LAZY`), so `dir()` and
-    tab completion list every public name before it is loaded."""
-    return sorted(set(globals()) | set(_LAZY))
+# `dir()` and tab completion list every public name before it is loaded.
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)

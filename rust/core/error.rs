@@ -3,8 +3,6 @@
 
 use std::fmt;
 
-use crate::core::sizes::human_bytes;
-
 #[derive(Debug, Clone, PartialEq)]
 pub enum CollateError {
     /// The batch holds no rows.
@@ -289,8 +287,26 @@ impl std::error::Error for CollateError {}
 
 pub type Result<T> = std::result::Result<T, CollateError>;
 
+/// `bytes` as numpy writes a size in its MemoryError: a number of KiB, MiB, ... with two
+/// decimals.
+fn human_bytes(bytes: usize) -> String {
+    const UNITS: [&str; 7] = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let mut unit = 0;
+    let mut value = bytes as f64;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} bytes")
+    } else {
+        format!("{value:.2} {}", UNITS[unit])
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::human_bytes;
     use super::CollateError::*;
 
     fn text_in(key: &str, type_name: &str) -> String {
@@ -328,5 +344,12 @@ mod tests {
         .to_string();
         assert!(trl.starts_with("'input_ids' in row 0 holds floats or bools, not token ids;"));
         assert!(trl.contains("tokenize first"));
+    }
+
+    #[test]
+    fn writes_sizes_as_numpy_does() {
+        assert_eq!(human_bytes(512), "512 bytes");
+        assert_eq!(human_bytes(1 << 44), "16.00 TiB");
+        assert_eq!(human_bytes(3 << 29), "1.50 GiB");
     }
 }

@@ -160,23 +160,6 @@ pub fn dtype_name<T>() -> &'static str {
     }
 }
 
-/// `bytes` as numpy writes a size in its MemoryError: a number of KiB, MiB, ... with two
-/// decimals.
-pub fn human_bytes(bytes: usize) -> String {
-    const UNITS: [&str; 7] = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    let mut unit = 0;
-    let mut value = bytes as f64;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} bytes")
-    } else {
-        format!("{value:.2} {}", UNITS[unit])
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -283,11 +266,8 @@ mod tests {
     }
 
     #[test]
-    fn names_dtypes_and_sizes_as_numpy_does() {
+    fn names_dtypes_as_numpy_does() {
         assert_eq!(dtype_name::<i64>(), "int64");
         assert_eq!(dtype_name::<f32>(), "float32");
-        assert_eq!(human_bytes(512), "512 bytes");
-        assert_eq!(human_bytes(1 << 44), "16.00 TiB");
-        assert_eq!(human_bytes(3 << 29), "1.50 GiB");
     }
 }

@@ -23,7 +23,7 @@ from transformers.utils import PaddingStrategy
 
 import fastcollate
 from fastcollate import ArrowBatch, ArrowBatches
-from fastcollate.arrow import accepts_arrow_batches
+from fastcollate.arrow.batches import accepts_arrow_batches
 from fastcollate.arrow.trainer_datasets import wrap_for_trainer
 from tests.support.arrow_datasets import INT_TYPES, sequence_feature, transformed
 from tests.support.compare import assert_same_batch, has_object_array

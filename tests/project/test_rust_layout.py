@@ -1,5 +1,6 @@
-"""The binding layer's architecture (`rust/py`), checked from its `use` paths and inline
-`crate::py::` / `super::` paths: its files form no module cycle, `convert/` (Python rows in)
+"""The Rust layers' architecture, checked from their `use` paths and inline `crate::py::` /
+`crate::core::` / `super::` paths: the files of the core (`rust/core`) and of the binding
+layer (`rust/py`) each form no module cycle; in the binding layer `convert/` (Python rows in)
 and `output/` (buffers out) never reach into `bindings/` (the exported functions), the
 root holds only `mod.rs` (registration) and `error.rs`, and numpy arrays are made only in
 `output/` (one way out: no rust-numpy array constructor, or numpy's C constructors, anywhere
@@ -12,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-BINDING_LAYER = Path(__file__).resolve().parents[2] / "rust" / "py"
+RUST = Path(__file__).resolve().parents[2] / "rust"
+BINDING_LAYER = RUST / "py"
+CORE = RUST / "core"
 
 # Layers that may not use the named folders.
 FORBIDDEN = {"convert": {"bindings"}, "output": {"bindings"}}
@@ -20,7 +23,7 @@ ROOT_FILES = {"mod.rs", "error.rs"}
 
 _COMMENT = re.compile(r"//.*")
 _USE = re.compile(r"\buse\s+([^;]+);", re.S)
-_PATH = re.compile(r"\b(?:crate::py|super)(?:::\w+)+")
+_PATH = re.compile(r"\b(?:crate::\w+|super)(?:::\w+)+")
 
 
 # A numpy array made from Rust: rust-numpy's constructors (`PyArray1::from_vec`,
@@ -67,9 +70,10 @@ def used_paths(text: str) -> list[str]:
 
 
 def resolve(root: Path, module: tuple[str, ...], is_folder: bool, path: str):
-    """The module a `crate::py::...` or `super::...` path names, or None (outside rust/py)."""
+    """The module a `crate::<layer>::...` or `super::...` path names, where `<layer>` is the
+    folder `root` (`py`, `core`), or None (outside that layer)."""
     segments = path.split("::")
-    if segments[:2] == ["crate", "py"]:
+    if segments[:2] == ["crate", root.name]:
         base, rest = (), segments[2:]
     elif segments[0] == "super":
         # The parent of the file's module (a folder's mod.rs is the folder), one more per `super`.
@@ -138,9 +142,10 @@ def forbidden_uses(graph: dict[tuple[str, ...], set[tuple[str, ...]]]) -> list[s
     ]
 
 
-def test_binding_layer_has_no_module_cycle():
-    graph = dependency_graph(BINDING_LAYER)
-    assert len(graph) > 20, "the binding layer's files were not found"
+@pytest.mark.parametrize("layer", [BINDING_LAYER, CORE], ids=["py", "core"])
+def test_rust_layer_has_no_module_cycle(layer):
+    graph = dependency_graph(layer)
+    assert len(graph) > 15, f"the files of {layer} were not found"
     assert find_cycle(graph) is None, f"module cycle: {' -> '.join(find_cycle(graph) or [])}"
 
 
@@ -198,11 +203,13 @@ def test_python_facing_types_are_named_py_and_their_python_name():
     assert misnamed_pyclasses(BINDING_LAYER) == []
 
 
-def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+def _tree(tmp_path: Path, files: dict[str, str], layer: str = "py") -> Path:
+    """The files under `tmp_path/<layer>` (the folder's name is the layer `crate::` names)."""
+    root = tmp_path / layer
     for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
-    return tmp_path
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
 
 
 @pytest.mark.parametrize(
@@ -226,6 +233,19 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
 )
 def test_the_check_finds_a_cycle(tmp_path, files):
     assert find_cycle(dependency_graph(_tree(tmp_path, files))) is not None
+
+
+def test_the_check_finds_a_core_cycle(tmp_path):
+    # error -> sizes (a helper) and sizes -> error (the error type): the circle once in rust/core
+    files = {
+        "mod.rs": "pub mod error;\npub mod sizes;\n",
+        "error.rs": "use crate::core::sizes::human_bytes;\n",
+        "sizes.rs": "fn f() -> Result<(), crate::core::error::CollateError> { Ok(()) }\n",
+    }
+    graph = dependency_graph(_tree(tmp_path, files, layer="core"))
+    assert find_cycle(graph) == ["error", "sizes", "error"]
+    # The same paths seen from another layer name nothing of it.
+    assert find_cycle(dependency_graph(_tree(tmp_path, files, layer="py"))) is None
 
 
 def test_the_check_finds_convert_using_bindings(tmp_path):

@@ -2,7 +2,7 @@
 dataset whose batch requests stay in Arrow) and the `ArrowBatch` it hands the collators; and
 `collate_arrow` for record batches and tables from anywhere else (Parquet, streaming)."""
 
-from .batches import ArrowBatch, ArrowBatches, accepts_arrow_batches
+from .batches import ArrowBatch, ArrowBatches
 from .record_batches import collate_arrow
 
-__all__ = ["ArrowBatch", "ArrowBatches", "accepts_arrow_batches", "collate_arrow"]
+__all__ = ["ArrowBatch", "ArrowBatches", "collate_arrow"]

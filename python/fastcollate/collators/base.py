@@ -1,6 +1,6 @@
-"""What the collators share: the "pt" / "np" switch, the checks on a batch of rows (or an
-ArrowBatch), the Arrow-batch opt-out for subclasses, and the one native call that pads the
-inputs together with their labels."""
+"""What the collators share: the "pt" / "np" switch and the calls made of it, the checks on a
+batch of rows (or an ArrowBatch), the Arrow-batch opt-out for subclasses, and the one native
+call that pads the inputs together with their labels."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from .._internal.rows import check_no_later_keys, first_row
 from .._internal.stacked_masks import put_back, set_aside_masks
 from .._internal.tensors import floats_as_float32
 from ..arrow import ArrowBatch
-from .feature_extraction import processing_kind
+from .feature_extraction import processing_kind, transformers_collator
 from .native import collate
 from .padding_options import PadSettings, padding_group, warn_if_max_length_ignored
 from .tokenizer_pad import converted_like_tokenizer_pad
@@ -68,6 +68,34 @@ class DataCollatorMixin:
         if framework(return_tensors) == "pt":
             return self.torch_call(features)  # type: ignore[attr-defined]
         return self.numpy_call(features)  # type: ignore[attr-defined]
+
+
+class TokenCollatorCall:
+    """`__call__` of a token collator that pads in `_collate(features, return_tensors)`:
+    transformers' own collator for a processing class fastcollate does not pad (see
+    `transformers_collator`), else `_collate` with the call's `return_tensors` ("pt" / "np"),
+    the instance's unless the call names one."""
+
+    def __call__(self, features: Any, return_tensors: str | None = None) -> Any:
+        if (handed_back := transformers_collator(self)) is not None:
+            return handed_back(features, return_tensors)
+        if return_tensors is None:
+            return_tensors = self.return_tensors  # type: ignore[attr-defined]
+        return self._collate(features, framework(return_tensors))  # type: ignore[attr-defined]
+
+
+class TokenCollatorCalls(TokenCollatorCall):
+    """`TokenCollatorCall` with transformers' `DataCollatorMixin` methods beside it, for the
+    collators whose transformers class has them: `torch_call` and `numpy_call` collate in
+    their framework whatever `return_tensors` says (as transformers')."""
+
+    def torch_call(self, features: Any) -> Any:
+        """The batch as torch tensors."""
+        return self._collate(features, "pt")  # type: ignore[attr-defined]
+
+    def numpy_call(self, features: Any) -> Any:
+        """The batch as numpy arrays."""
+        return self._collate(features, "np")  # type: ignore[attr-defined]
 
 
 class TakesArrowBatches:

@@ -9,9 +9,8 @@ from typing import Any
 from .. import _native
 from .._internal.rows import check_no_later_keys
 from .._internal.tensors import torch_module
-from .base import framework
+from .base import TokenCollatorCalls, framework
 from .default import holds_tensor_rows
-from .feature_extraction import transformers_collator
 from .padding_options import PadSettings, check_padding_options, check_tokenizer
 from .tokenizer_pad import pad
 
@@ -62,7 +61,7 @@ def _choices(examples: list[Any], label_name: str, main_input: str) -> tuple[dic
 
 
 @dataclass
-class DataCollatorForMultipleChoice:
+class DataCollatorForMultipleChoice(TokenCollatorCalls):
     """Same fields and output as `transformers.DataCollatorForMultipleChoice`: the choices of
     every example are padded together with the tokenizer's settings and reshaped to
     `(batch, num_choices, length)`; `label` / `labels` become an int64 `labels` of one value (or
@@ -85,21 +84,6 @@ class DataCollatorForMultipleChoice:
         framework(self.return_tensors)
         check_tokenizer(self.tokenizer, "DataCollatorForMultipleChoice")
         check_padding_options(self.padding, self.max_length, self.pad_to_multiple_of)
-
-    def __call__(self, features: Any, return_tensors: str | None = None) -> Any:
-        if (handed_back := transformers_collator(self)) is not None:
-            return handed_back(features, return_tensors)
-        if return_tensors is None:
-            return_tensors = self.return_tensors
-        return self._collate(features, framework(return_tensors))
-
-    def torch_call(self, examples: Any) -> Any:
-        """The batch as torch tensors of shape (batch, num_choices, length)."""
-        return self._collate(examples, "pt")
-
-    def numpy_call(self, examples: Any) -> Any:
-        """The batch as numpy arrays of shape (batch, num_choices, length)."""
-        return self._collate(examples, "np")
 
     def _collate(self, examples: Any, framework: str) -> dict[str, Any]:
         if isinstance(examples, Mapping) or isinstance(examples, (str, bytes)):

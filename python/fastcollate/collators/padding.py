@@ -5,7 +5,7 @@ goes straight to one native call; any other goes through `pad()`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import _native
 from .._internal.main_input import UNUSUAL, usual_main_input_kind
@@ -28,12 +28,23 @@ from .padding_options import (
     warn_if_max_length_ignored,
 )
 from .tokenizer_pad import converted_like_tokenizer_pad, pad
-from .tokenizer_state import has_state_key, keyed_settings, state_key
+from .tokenizer_state import StateKey, has_state_key, keyed_settings, state_key
 
 # The keys transformers' DataCollatorWithPadding renames to `labels`, in the order it renames
 # them (a row holding both ends with `label_ids`' values): the one statement of the rule, which
 # the native call plan is given too.
 LABEL_RENAMES: tuple[tuple[str, str], ...] = (("label", "labels"), ("label_ids", "labels"))
+
+
+class _Fields(NamedTuple):
+    """A `DataCollatorWithPadding`'s fields, the objects a `_CallPlan` was settled from."""
+
+    tokenizer: Any
+    padding: Any
+    max_length: Any
+    pad_to_multiple_of: Any
+    return_tensors: str
+    pin_memory: Any
 
 
 class _CallPlan:
@@ -45,7 +56,7 @@ class _CallPlan:
     __slots__ = ("fields", "tokenizer_key", "main", "native_plans", "default_dtype",
                  "get_default_dtype")
 
-    def __init__(self, fields: tuple[Any, ...], tokenizer_key: tuple[Any, ...],
+    def __init__(self, fields: _Fields, tokenizer_key: StateKey,
                  settings: PadSettings, group: _native.PadGroup, return_tensors: str) -> None:
         self.fields = fields
         self.tokenizer_key = tokenizer_key
@@ -126,12 +137,12 @@ class DataCollatorWithPadding:
         if (
             plan is not None
             # The same objects: the options plan was settled from are unchanged.
-            and (fields := plan.fields)[0] is tokenizer
-            and fields[1] is self.padding
-            and fields[2] is self.max_length
-            and fields[3] is self.pad_to_multiple_of
-            and fields[4] is self.return_tensors
-            and fields[5] is self.pin_memory
+            and (fields := plan.fields).tokenizer is tokenizer
+            and fields.padding is self.padding
+            and fields.max_length is self.max_length
+            and fields.pad_to_multiple_of is self.pad_to_multiple_of
+            and fields.return_tensors is self.return_tensors
+            and fields.pin_memory is self.pin_memory
             and type(features) is list
             and features
             and type(features[0]) is dict
@@ -147,14 +158,14 @@ class DataCollatorWithPadding:
             if main_kind is not UNUSUAL and (
                 mask is None or type(mask) is list or getattr(mask, "ndim", 0) <= 1
             ):
-                if fields[2] is not None:
-                    warn_if_max_length_ignored(fields[1], fields[2])
+                if fields.max_length is not None:
+                    warn_if_max_length_ignored(fields.padding, fields.max_length)
                 batch = collate_rows(features, plan.native_plans[main_kind])
                 if type(batch) is not dict:
                     return batch  # finished natively: no key came back as a list
                 if list in map(type, batch.values()):
                     batch = converted_like_tokenizer_pad(batch, main_kind, main_kind is None,
-                                                         fields[4])
+                                                         fields.return_tensors)
                 return batch_encoding(renamed_labels(batch))
         if tokenizer is not None and (kind := processing_kind(tokenizer)) is not None:
             return self._call_with_processing_class(features, kind)
@@ -213,8 +224,8 @@ class DataCollatorWithPadding:
         # another thread) would pair the old key with the new settings.
         if not settings.agrees_with(keyed_settings(key)):
             return
-        fields = (tokenizer, self.padding, self.max_length, self.pad_to_multiple_of,
-                  return_tensors, self.pin_memory)
+        fields = _Fields(tokenizer, self.padding, self.max_length, self.pad_to_multiple_of,
+                         return_tensors, self.pin_memory)
         self._call_plan = _CallPlan(fields, key, settings, group, return_tensors)
 
 

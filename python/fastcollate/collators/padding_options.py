@@ -12,7 +12,7 @@ from typing import Any, NamedTuple, cast
 import numpy as np
 
 from .. import _native
-from .tokenizer_state import cached
+from .tokenizer_state import KeyedSettings, cached
 
 # transformers' PreTrainedTokenizerBase defaults, used when no tokenizer is given.
 DEFAULT_MODEL_INPUT_NAMES = ("input_ids", "token_type_ids", "attention_mask")
@@ -54,9 +54,9 @@ class PadSettings(NamedTuple):
         return cls._resolve(tokenizer, pad_token_id, pad_token_type_id, padding_side,
                             model_input_names)
 
-    def agrees_with(self, settings: tuple[Any, ...]) -> bool:
-        """Whether these are the settings `tokenizer_state.keyed_settings` lists."""
-        return (
+    def agrees_with(self, settings: KeyedSettings) -> bool:
+        """Whether these are the settings `tokenizer_state.keyed_settings` gives."""
+        return KeyedSettings(
             self.pad_token_id,
             self.pad_token_type_id,
             self.padding_side,

@@ -12,13 +12,13 @@ from .._internal.tensors import batch_encoding
 from ..arrow import ArrowBatch
 from .base import (
     TakesArrowBatches,
+    TokenCollatorCall,
     batch_rows,
     first_keys,
     framework,
     has_nulls,
     padded_with_labels,
 )
-from .feature_extraction import transformers_collator
 from .padding_options import (
     PadSettings,
     check_padding_options,
@@ -31,7 +31,7 @@ from .padding_options import (
 
 
 @dataclass
-class DataCollatorForSeq2Seq(TakesArrowBatches):
+class DataCollatorForSeq2Seq(TokenCollatorCall, TakesArrowBatches):
     """Same fields and output as `transformers.DataCollatorForSeq2Seq`: pads the inputs with the
     tokenizer's settings and the labels separately with `label_pad_token_id` (to the longest
     label, or `max_length` with padding="max_length", rounded up to `pad_to_multiple_of`, on
@@ -51,6 +51,8 @@ class DataCollatorForSeq2Seq(TakesArrowBatches):
     label_pad_token_id: int = -100
     return_tensors: str = "pt"
 
+    _batch_methods = ("__call__", "_collate")
+
     def __post_init__(self) -> None:
         # Bad options raise here, by the rules each call applies (in its order), not at the
         # first batch.
@@ -60,12 +62,7 @@ class DataCollatorForSeq2Seq(TakesArrowBatches):
             checked_pad_id("label_pad_token_id", self.label_pad_token_id)
         check_padding_options(self.padding, self.max_length, self.pad_to_multiple_of)
 
-    def __call__(self, features: Any, return_tensors: str | None = None) -> Any:
-        if (handed_back := transformers_collator(self)) is not None:
-            return handed_back(features, return_tensors)
-        if return_tensors is None:
-            return_tensors = self.return_tensors
-        return_tensors = framework(return_tensors)
+    def _collate(self, features: Any, return_tensors: str) -> Any:
         check_tokenizer(self.tokenizer, "DataCollatorForSeq2Seq")
         settings = PadSettings.resolve(self.tokenizer)
         features = batch_rows(features, settings.main_input)

@@ -7,14 +7,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._internal.tensors import batch_encoding
-from .base import TakesArrowBatches, batch_rows, first_keys, framework, padded_with_labels
-from .feature_extraction import transformers_collator
+from .base import (
+    TakesArrowBatches,
+    TokenCollatorCalls,
+    batch_rows,
+    first_keys,
+    framework,
+    padded_with_labels,
+)
 from .padding_options import PadSettings, check_padding_options, check_tokenizer, checked_pad_id
 from .tokenizer_pad import pad
 
 
 @dataclass
-class DataCollatorForTokenClassification(TakesArrowBatches):
+class DataCollatorForTokenClassification(TokenCollatorCalls, TakesArrowBatches):
     """Same fields and output as `transformers.DataCollatorForTokenClassification`: pads the
     inputs with the tokenizer's settings and `labels` (or `label`) to the padded input length
     with `label_pad_token_id`, on the tokenizer's padding side.
@@ -38,21 +44,6 @@ class DataCollatorForTokenClassification(TakesArrowBatches):
         check_tokenizer(self.tokenizer, "DataCollatorForTokenClassification")
         checked_pad_id("label_pad_token_id", self.label_pad_token_id)
         check_padding_options(self.padding, self.max_length, self.pad_to_multiple_of)
-
-    def __call__(self, features: Any, return_tensors: str | None = None) -> Any:
-        if (handed_back := transformers_collator(self)) is not None:
-            return handed_back(features, return_tensors)
-        if return_tensors is None:
-            return_tensors = self.return_tensors
-        return self._collate(features, framework(return_tensors))
-
-    def torch_call(self, features: Any) -> Any:
-        """The batch as torch tensors, whatever `return_tensors` says (as transformers')."""
-        return self._collate(features, "pt")
-
-    def numpy_call(self, features: Any) -> Any:
-        """The batch as numpy arrays, whatever `return_tensors` says (as transformers')."""
-        return self._collate(features, "np")
 
     def _collate(self, features: Any, return_tensors: str) -> Any:
         check_tokenizer(self.tokenizer, "DataCollatorForTokenClassification")

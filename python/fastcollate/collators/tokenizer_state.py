@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import sys
 import weakref
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._internal.upstream import (
     TOKENIZER_BACKEND,
@@ -96,25 +96,49 @@ _SHADOWING = (
 )
 
 
-def _pad_id_inputs(special: Any, backend: Any) -> tuple[Any, ...]:
+class PadIdInputs(NamedTuple):
     """What transformers computes `pad_token_id` from: the pad token's text and the backend's
     id for it, and where that is None (not in the vocabulary: the unknown token's id is used)
     the unknown token's text and id too."""
+
+    pad_text: str | None
+    pad_id: int | None
+    unk_text: str | None
+    unk_id: int | None
+
+
+_NO_PAD_TOKEN = PadIdInputs(None, None, None, None)
+
+
+class StateKey(NamedTuple):
+    """What a tokenizer's padding settings are computed from (see the module's docstring)."""
+
+    cls: type
+    pad_id_inputs: PadIdInputs
+    pad_token_type_id: Any
+    padding_side: Any
+    # A copy: the tokenizer's list may be changed in place.
+    model_input_names: list[Any]
+    model_max_length: Any
+
+
+def _pad_id_inputs(special: Any, backend: Any) -> PadIdInputs:
+    """The `PadIdInputs` of a tokenizer whose special tokens map and backend these are."""
     pad = special.get("pad_token")
     if pad is None:
-        return (None, None, None, None)
+        return _NO_PAD_TOKEN
     content = str(pad)
     index = backend.token_to_id(content)
     if index is not None:
-        return (content, index, None, None)
+        return PadIdInputs(content, index, None, None)
     unk = special.get("unk_token")
     if unk is None:
-        return (content, None, None, None)
+        return PadIdInputs(content, None, None, None)
     unk_content = str(unk)
-    return (content, None, unk_content, backend.token_to_id(unk_content))
+    return PadIdInputs(content, None, unk_content, backend.token_to_id(unk_content))
 
 
-def state_key(tokenizer: Any) -> tuple[Any, ...] | None:
+def state_key(tokenizer: Any) -> StateKey | None:
     """What a tokenizer's padding settings are computed from, or None where they cannot be
     keyed soundly (then they are read through its attributes)."""
     cls = type(tokenizer)
@@ -127,12 +151,11 @@ def state_key(tokenizer: Any) -> tuple[Any, ...] | None:
     if not attributes.keys().isdisjoint(_SHADOWING):
         return None  # set on the instance itself: transformers' lookup is bypassed
     try:
-        return (
+        return StateKey(
             cls,
             _pad_id_inputs(attributes[TOKENIZER_SPECIAL_TOKENS_MAP], attributes[TOKENIZER_BACKEND]),
             attributes[TOKENIZER_PAD_TOKEN_TYPE_ID],
             attributes["padding_side"],
-            # A copy: the tokenizer's list may be changed in place.
             list(attributes["model_input_names"]),
             attributes["model_max_length"],
         )
@@ -140,41 +163,34 @@ def state_key(tokenizer: Any) -> tuple[Any, ...] | None:
         return None
 
 
-def has_state_key(tokenizer: Any, key: tuple[Any, ...]) -> bool:
+def has_state_key(tokenizer: Any, key: StateKey) -> bool:
     """Whether `state_key(tokenizer) == key`, for a `key` that `state_key` gave, without
     building a new key (which costs a planned collator call more than the comparison)."""
-    # `key[0]`, the class, was keyable when the key was made, and keyability is remembered
-    # per class: the same class is keyable still.
-    if type(tokenizer) is not key[0]:
+    # `key.cls` was keyable when the key was made, and keyability is remembered per class:
+    # the same class is keyable still.
+    if type(tokenizer) is not key.cls:
         return False
     attributes = tokenizer.__dict__
-    if (
-        "pad_token_id" in attributes
-        or "pad_token" in attributes
-        or "unk_token_id" in attributes
-        or "unk_token" in attributes
-        or "SPECIAL_TOKENS_ATTRIBUTES" in attributes
-        or "convert_tokens_to_ids" in attributes
-        or TOKENIZER_CONVERT_TOKEN_TO_ID in attributes
-    ):
+    if not attributes.keys().isdisjoint(_SHADOWING):
         return False
     try:
         special = attributes[TOKENIZER_SPECIAL_TOKENS_MAP]
         backend = attributes[TOKENIZER_BACKEND]
-        expected = key[1]
+        expected = key.pad_id_inputs
         pad = special.get("pad_token")
-        if pad is not None and expected[1] is not None:
+        if pad is not None and expected.pad_id is not None:
             # The usual case, spelled out: a pad token the vocabulary has.
-            if str(pad) != expected[0] or backend.token_to_id(expected[0]) != expected[1]:
+            if (str(pad) != expected.pad_text
+                    or backend.token_to_id(expected.pad_text) != expected.pad_id):
                 return False
         elif _pad_id_inputs(special, backend) != expected:
             return False
         same: bool = (
-            attributes[TOKENIZER_PAD_TOKEN_TYPE_ID] == key[2]
-            and attributes["padding_side"] == key[3]
+            attributes[TOKENIZER_PAD_TOKEN_TYPE_ID] == key.pad_token_type_id
+            and attributes["padding_side"] == key.padding_side
             # (Not a list: never equal, so read through its attributes every call.)
-            and attributes["model_input_names"] == key[4]
-            and attributes["model_max_length"] == key[5]
+            and attributes["model_input_names"] == key.model_input_names
+            and attributes["model_max_length"] == key.model_max_length
         )
         return same
     except (KeyError, AttributeError, TypeError):
@@ -184,7 +200,7 @@ def has_state_key(tokenizer: Any, key: tuple[Any, ...]) -> bool:
 class _Entry:
     __slots__ = ("tokenizer", "key", "value")
 
-    def __init__(self, tokenizer: Any, key: tuple[Any, ...], value: Any):
+    def __init__(self, tokenizer: Any, key: StateKey, value: Any):
         self.tokenizer = weakref.ref(tokenizer)
         self.key = key
         self.value = value
@@ -194,18 +210,27 @@ _ENTRIES: dict[int, _Entry] = {}
 _MAX_ENTRIES = 64
 
 
-def keyed_settings(key: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The settings a tokenizer in the state `key` describes has, as transformers' attributes
-    give them: `(pad_token_id, pad_token_type_id, padding_side, model_input_names (a list),
-    model_max_length)`. The pad token's id is the backend's id for its text, else the unknown
-    token's id (None without a pad token, or without an unknown token)."""
-    _, (_, pad_id, _, unk_id), pad_token_type_id, padding_side, names, max_length = key
-    return (
-        pad_id if pad_id is not None else unk_id,
-        pad_token_type_id,
-        padding_side,
-        names,
-        max_length,
+class KeyedSettings(NamedTuple):
+    """A tokenizer's padding settings as transformers' attributes give them."""
+
+    pad_token_id: int | None
+    pad_token_type_id: Any
+    padding_side: Any
+    model_input_names: list[Any]
+    model_max_length: Any
+
+
+def keyed_settings(key: StateKey) -> KeyedSettings:
+    """The settings a tokenizer in the state `key` describes has. The pad token's id is the
+    backend's id for its text, else the unknown token's id (None without a pad token, or
+    without an unknown token)."""
+    inputs = key.pad_id_inputs
+    return KeyedSettings(
+        inputs.pad_id if inputs.pad_id is not None else inputs.unk_id,
+        key.pad_token_type_id,
+        key.padding_side,
+        key.model_input_names,
+        key.model_max_length,
     )
 
 

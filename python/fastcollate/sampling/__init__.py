@@ -5,6 +5,7 @@ length-grouped samplers), token-budget packing (`PackedBatchSampler`) and `batch
 The samplers that subclass torch's `Sampler` need torch; they are imported from their modules
 (`sampling.samplers`, `sampling.rebalance`) so that this package loads without it."""
 
+from .._internal.lazy import lazy_exports
 from .grouping import get_length_grouped_indices
 from .lengths import sequence_lengths
 from .packing import PackedBatchSampler
@@ -13,14 +14,9 @@ __all__ = ["get_length_grouped_indices", "sequence_lengths", "PackedBatchSampler
            "LengthGroupedStream"]
 
 
-def __getattr__(name):
-    # The streams are torch IterableDatasets: torch loads only when one is asked for.
-    if name == "PackedStream":
-        from .packed_stream import PackedStream
-
-        return PackedStream
-    if name == "LengthGroupedStream":
-        from .length_grouped_stream import LengthGroupedStream
-
-        return LengthGroupedStream
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# The streams are torch IterableDatasets: torch loads only when one is asked for.
+_LAZY = {
+    "PackedStream": (".packed_stream", "torch", ("torch",)),
+    "LengthGroupedStream": (".length_grouped_stream", "torch", ("torch",)),
+}
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
