@@ -172,9 +172,7 @@ pub fn numpy_number(value: &Bound<'_, PyAny>) -> Option<bool> {
     if value_type.is(np.int64.bind(py)) {
         return Some(true);
     }
-    // SAFETY: both are live type objects; a C-level check, no `__subclasscheck__`.
-    let generic = unsafe {
-        pyo3::ffi::PyType_IsSubtype(value_type.as_type_ptr(), np.generic.bind(py).as_type_ptr())
-    } != 0;
+    // `np.generic`'s metaclass is `type`: no `__subclasscheck__` of numpy's runs.
+    let generic = value_type.is_subclass(np.generic.bind(py)).unwrap_or(false);
     generic.then_some(false)
 }
