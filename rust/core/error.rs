@@ -96,6 +96,57 @@ pub enum ErrorClass {
 }
 
 impl CollateError {
+    /// The key and the row the error is about, where it names them: the binding layer hands
+    /// them to Python as data (no caller parses the message).
+    pub fn site(&self) -> (Option<&str>, Option<usize>) {
+        use CollateError::*;
+        match self {
+            MissingKey { key, row }
+            | ExtraKey { key, row }
+            | FloatTokenIds { key, row }
+            | NotANumber { key, row, .. }
+            | NotIntegers { key, row }
+            | Overflow { key, row, .. }
+            | TooDeep { key, row }
+            | MixedShape { key, row }
+            | LengthMismatch { key, row, .. }
+            | Ragged { key, row, .. }
+            | TooLong { key, row, .. }
+            | NotAnInteger { key, row, .. } => (Some(key), Some(*row)),
+            NotAMapping { row, .. } => (None, Some(*row)),
+            OutputTooLarge { key, .. } | NotEnoughMemory { key, .. } | OutOfMemory { key, .. } => {
+                (Some(key), None)
+            }
+            EmptyBatch | BatchTooLarge { .. } | InvalidOption(_) => (None, None),
+        }
+    }
+
+    /// What went wrong, as a short name that stays when the message is reworded.
+    pub fn reason(&self) -> &'static str {
+        use CollateError::*;
+        match self {
+            EmptyBatch => "empty_batch",
+            MissingKey { .. } => "missing_key",
+            ExtraKey { .. } => "extra_key",
+            FloatTokenIds { .. } => "float_token_ids",
+            NotAMapping { .. } => "not_a_mapping",
+            NotANumber { .. } => "not_a_number",
+            NotIntegers { .. } => "not_integers",
+            Overflow { .. } => "overflow",
+            TooDeep { .. } => "too_deep",
+            MixedShape { .. } => "mixed_shape",
+            LengthMismatch { .. } => "length_mismatch",
+            Ragged { .. } => "ragged",
+            TooLong { .. } => "too_long",
+            NotAnInteger { .. } => "not_an_integer",
+            OutputTooLarge { .. } => "output_too_large",
+            NotEnoughMemory { .. } => "not_enough_memory",
+            BatchTooLarge { .. } => "batch_too_large",
+            OutOfMemory { .. } => "out_of_memory",
+            InvalidOption(_) => "invalid_option",
+        }
+    }
+
     pub fn class(&self) -> ErrorClass {
         use CollateError::*;
         match self {

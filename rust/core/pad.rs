@@ -92,7 +92,39 @@ pub enum DType {
     F64,
 }
 
+impl TryFrom<String> for DType {
+    type Error = CollateError;
+
+    fn try_from(name: String) -> Result<DType> {
+        DType::named(&name)
+    }
+}
+
 impl DType {
+    /// The dtype numpy calls `name` ("bool", "int64", "float32", "float64"), as the binding
+    /// layer receives it; any other name is an `InvalidOption`.
+    pub fn named(name: &str) -> Result<DType> {
+        match name {
+            "bool" => Ok(DType::Bool),
+            "int64" => Ok(DType::I64),
+            "float32" => Ok(DType::F32),
+            "float64" => Ok(DType::F64),
+            other => Err(CollateError::InvalidOption(format!(
+                "unsupported output dtype '{other}'"
+            ))),
+        }
+    }
+
+    /// numpy's name for the dtype (`named`'s inverse).
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::Bool => "bool",
+            DType::I64 => "int64",
+            DType::F32 => "float32",
+            DType::F64 => "float64",
+        }
+    }
+
     /// The bytes of one element.
     pub fn item_size(self) -> usize {
         match self {

@@ -2,7 +2,8 @@
 //! the key and row (or index), and pass through unchanged.
 
 use pyo3::exceptions::{PyIndexError, PyMemoryError, PyOverflowError, PyTypeError, PyValueError};
-use pyo3::PyErr;
+use pyo3::prelude::*;
+use pyo3::{intern, PyErr};
 
 use crate::core::arrow::ArrowError;
 use crate::core::error::{CollateError, ErrorClass};
@@ -11,13 +12,26 @@ use crate::core::pack_dataset::PackDatasetError;
 use crate::core::packing::PackingError;
 use crate::core::rebalance::RebalanceError;
 
+/// The raised exception carries the error's `key`, `row` (None where it names none) and
+/// `reason` (`CollateError::reason`) as attributes: callers read them, never the message.
 impl From<CollateError> for PyErr {
     fn from(err: CollateError) -> Self {
-        match err.class() {
-            ErrorClass::Type => PyTypeError::new_err(err.to_string()),
-            ErrorClass::Value => PyValueError::new_err(err.to_string()),
-            ErrorClass::Memory => PyMemoryError::new_err(err.to_string()),
-        }
+        let message = err.to_string();
+        let raised = match err.class() {
+            ErrorClass::Type => PyTypeError::new_err(message),
+            ErrorClass::Value => PyValueError::new_err(message),
+            ErrorClass::Memory => PyMemoryError::new_err(message),
+        };
+        let (key, row) = err.site();
+        Python::attach(|py| {
+            let value = raised.value(py);
+            // Setting an attribute on a fresh built-in exception does not fail; if it ever
+            // did, the exception is raised without it.
+            let _ = value.setattr(intern!(py, "key"), key);
+            let _ = value.setattr(intern!(py, "row"), row);
+            let _ = value.setattr(intern!(py, "reason"), err.reason());
+        });
+        raised
     }
 }
 

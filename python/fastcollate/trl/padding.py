@@ -4,7 +4,6 @@ completions), in one native call that writes the lists straight into the padded 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
@@ -294,12 +293,7 @@ def padded_columns(
         for index, column in enumerate(columns):
             # mypy cannot infer a lambda with a default argument.
             _find_bad_row(column, lambda row, index=index: where(index, row))  # type: ignore[misc]
-        message = str(error)
-        found = re.match(r"'\x00ids(\d+)' in row (\d+)", message)
-        if found:
-            bad_column, row = int(found.group(1)), int(found.group(2))
-            message = where(bad_column, row) + message[found.end() :]
-        raise type(error)(message) from None
+        raise _renamed(error, keys, where) from None
     padded = []
     for index, key in enumerate(keys):
         values = native[key]
@@ -310,6 +304,26 @@ def padded_columns(
             raise TypeError(f"{where(index, 0)} holds {values.dtype} values; it must hold integers")
         padded.append((values, native[f"{_MASK}{key}"]))
     return padded
+
+
+def _renamed(
+    error: Exception, keys: list[str], where: Callable[[int, int], str]
+) -> Exception:
+    """`error` with the sequence it names (its `key` and `row`, set by the native module) said
+    as `where` says it, in place of the internal key; unchanged when it names none."""
+    key, row = getattr(error, "key", None), getattr(error, "row", None)
+    if key not in keys or row is None:
+        return error
+    message = str(error)
+    quoted = f"'{key}' in row {row}"
+    if message.startswith(quoted):
+        message = where(keys.index(key), row) + message[len(quoted) :]
+    else:
+        message = message.replace(f"'{key}'", where(keys.index(key), row))
+    renamed = type(error)(message)
+    renamed.key, renamed.row = key, row  # type: ignore[attr-defined]
+    renamed.reason = getattr(error, "reason", None)  # type: ignore[attr-defined]
+    return renamed
 
 
 def _find_bad_row(sequences: list[Any], where: Callable[[int], str]) -> None:

@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
 
 use crate::core::error::CollateError;
-use crate::core::pad::{self, Layout, Output, PadGroup, Plan};
+use crate::core::pad::{self, DType, Layout, Output, PadGroup, Plan};
 
 use crate::py::convert::gather::{gather, KeepRaw};
 use crate::py::convert::in_place;
@@ -132,7 +132,7 @@ pub fn collate<'py>(
     groups: Vec<Bound<'py, PyPadGroup>>,
     float32: bool,
     allow_ragged: bool,
-    dtypes: Option<HashMap<String, String>>,
+    dtypes: Option<HashMap<String, DType>>,
     keys: Option<Vec<String>>,
     keep_arrays: bool,
     keep_numpy_scalars: bool,
@@ -215,7 +215,7 @@ impl PyCollatePlan {
             }
         };
         Ok(PyCollatePlan {
-            plan: build_plan(groups, float32, false, None)?,
+            plan: build_plan::<DType>(groups, float32, false, None)?,
             keep: Keep {
                 arrays: keep_arrays,
                 numpy_scalars: keep_numpy_scalars,

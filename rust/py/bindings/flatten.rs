@@ -2,7 +2,7 @@
 //! the interpreter released, and hands the packed buffers to numpy without copying.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyDict, PyList, PyString};
 
 use crate::core::column::{Column, Kind, Shape};
 use crate::core::error::CollateError;
@@ -11,6 +11,7 @@ use crate::core::pad;
 use crate::py::convert::gather::{gather, KeepRaw};
 use crate::py::convert::ints;
 use crate::py::convert::rows::BatchKeys;
+use crate::py::convert::value_kind::exact_sequence;
 use crate::py::output::numpy_arrays::{matrix, vector};
 
 fn one_row<T>(py: Python<'_>, values: Vec<T>) -> PyResult<Bound<'_, PyAny>>
@@ -38,14 +39,6 @@ fn first_non_integer_row(features: &Bound<'_, PyAny>, key: &str) -> PyResult<usi
         }
     }
     Ok(0)
-}
-
-/// A list or tuple value's length and whether it is a list; None for any other value.
-fn sequence_length(value: &Bound<'_, PyAny>) -> Option<(usize, bool)> {
-    if let Ok(list) = value.cast_exact::<PyList>() {
-        return Some((list.len(), true));
-    }
-    value.cast_exact::<PyTuple>().ok().map(|t| (t.len(), false))
 }
 
 /// The columns `gather` would read for `keys`, read straight from the rows into their final
@@ -84,7 +77,7 @@ fn columns_in_place(
         offsets.push(0usize);
         for row in &rows {
             let value = row.get_item(&py_key).ok()??;
-            let (length, is_list) = sequence_length(&value)?;
+            let (length, is_list) = exact_sequence(&value)?;
             if length == 0 {
                 return None; // the general path decides what an empty row is
             }

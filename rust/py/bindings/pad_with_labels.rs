@@ -6,20 +6,13 @@
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyDict, PyList};
 
 use crate::core::pad::{self, Data, Layout, Output, Strategy};
 
 use crate::py::convert::ints;
+use crate::py::convert::value_kind::exact_sequence;
 use crate::py::output::torch_tensors;
-
-/// A list or tuple value's length and whether it is a list; None for any other value.
-fn sequence(value: &Bound<'_, PyAny>) -> Option<(usize, bool)> {
-    if let Ok(list) = value.cast_exact::<PyList>() {
-        return Some((list.len(), true));
-    }
-    value.cast_exact::<PyTuple>().ok().map(|t| (t.len(), false))
-}
 
 /// One row as it will be read: its `input_ids`, and its `labels` when it has them.
 struct Row<'py> {
@@ -48,14 +41,14 @@ fn usual_rows<'py>(
             return None;
         }
         let ids = row.get_item(ids_key).ok()??;
-        let (length, ids_are_list) = sequence(&ids)?;
+        let (length, ids_are_list) = exact_sequence(&ids)?;
         if length == 0 {
             return None; // the general path decides what an empty row is
         }
         let labels = match row.get_item(labels_key).ok()? {
             None => None,
             Some(labels) => {
-                let (labels_length, is_list) = sequence(&labels)?;
+                let (labels_length, is_list) = exact_sequence(&labels)?;
                 if labels_length != length {
                     return None;
                 }

@@ -15,6 +15,7 @@ use crate::core::preference::{
 use crate::py::convert::gather::{gather, KeepRaw};
 use crate::py::convert::ints;
 use crate::py::convert::rows::BatchKeys;
+use crate::py::convert::value_kind::exact_sequence;
 use crate::py::output::numpy_arrays::{matrix, vector};
 
 fn sequences(column: &Column) -> PyResult<Sequences<'_>> {
@@ -37,17 +38,6 @@ fn sequences(column: &Column) -> PyResult<Sequences<'_>> {
         values: column.fitting_ints()?,
         offsets: &column.offsets,
     })
-}
-
-/// A value read in place: an exact list or tuple, with its length.
-fn sequence_length(value: &Bound<'_, PyAny>) -> Option<(bool, usize)> {
-    if let Ok(list) = value.cast_exact::<PyList>() {
-        return Some((true, list.len()));
-    }
-    value
-        .cast_exact::<PyTuple>()
-        .ok()
-        .map(|tuple| (false, tuple.len()))
 }
 
 /// The batches read straight from the rows into the padded matrices, with no columns in
@@ -76,7 +66,7 @@ fn in_place(
         let row = row.cast_exact::<PyDict>().ok()?;
         for ((key, values), lengths) in py_keys.iter().zip(&mut values).zip(&mut lengths) {
             let value = row.get_item(key).ok()??;
-            let (is_list, length) = sequence_length(&value)?;
+            let (length, is_list) = exact_sequence(&value)?;
             total = total.saturating_add(length);
             values.push((value, is_list));
             lengths.push(length);

@@ -13,3 +13,4 @@ pub mod rows;
 pub mod tensor_concat;
 pub mod tensor_ints;
 pub mod torch;
+pub mod value_kind;

@@ -6,7 +6,6 @@ use std::collections::HashMap;
 
 use pyo3::prelude::*;
 
-use crate::core::error::CollateError;
 use crate::core::pad::{self, DType, Follower, PadGroup, Plan, Strategy};
 
 /// A pad group, named and checked once where a collator's settings are worked out (Python's
@@ -163,31 +162,34 @@ impl PyPadGroup {
     }
 }
 
-fn parse_dtype(name: &str) -> Result<DType, CollateError> {
-    match name {
-        "bool" => Ok(DType::Bool),
-        "int64" => Ok(DType::I64),
-        "float32" => Ok(DType::F32),
-        "float64" => Ok(DType::F64),
-        other => Err(CollateError::InvalidOption(format!(
-            "unsupported output dtype '{other}'"
-        ))),
+/// A dtype as the bindings take it: numpy's name for it (see `DType::named`), parsed once at
+/// the boundary.
+impl<'a, 'py> FromPyObject<'a, 'py> for DType {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        let name = obj.cast::<pyo3::types::PyString>()?;
+        Ok(DType::named(name.to_str()?)?)
     }
 }
 
 /// The core's plan from the arguments both `collate` and `collate_arrow` take.
-pub fn build_plan(
+pub fn build_plan<D>(
     groups: Vec<Bound<'_, PyPadGroup>>,
     float32: bool,
     allow_ragged: bool,
-    dtypes: Option<HashMap<String, String>>,
-) -> PyResult<Plan> {
+    dtypes: Option<HashMap<String, D>>,
+) -> PyResult<Plan>
+where
+    D: TryInto<DType>,
+    PyErr: From<D::Error>,
+{
     let groups = groups.iter().map(|g| g.get().group().clone()).collect();
     let dtypes = dtypes
         .unwrap_or_default()
         .into_iter()
-        .map(|(k, v)| parse_dtype(&v).map(|d| (k, d)))
-        .collect::<Result<HashMap<_, _>, _>>()?;
+        .map(|(key, dtype)| Ok((key, dtype.try_into()?)))
+        .collect::<PyResult<HashMap<_, _>>>()?;
     Ok(Plan {
         groups,
         float_dtype: if float32 { DType::F32 } else { DType::F64 },

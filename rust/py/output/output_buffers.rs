@@ -38,23 +38,6 @@ fn dtype_of(data: &Data) -> DType {
     }
 }
 
-fn dtype_size(dtype: DType) -> usize {
-    match dtype {
-        DType::Bool => 1,
-        DType::I64 | DType::F64 => 8,
-        DType::F32 => 4,
-    }
-}
-
-fn dtype_name(dtype: DType) -> &'static str {
-    match dtype {
-        DType::Bool => "bool",
-        DType::I64 => "int64",
-        DType::F32 => "float32",
-        DType::F64 => "float64",
-    }
-}
-
 /// The shape a buffer for an output of `layout` has; None for a ragged one (no buffer).
 fn dims_of(layout: &Layout) -> Option<Vec<usize>> {
     match layout {
@@ -184,7 +167,7 @@ impl<'py> OutputBuffers<'py> {
         let shape = PyTuple::new(py, dims)?;
         let tensor = self
             .provider
-            .call1((key, shape, dtype_name(dtype)))
+            .call1((key, shape, dtype.name()))
             .map_err(|err| {
                 let message = format!("the output buffer for '{key}' could not be made: {err}");
                 let wrapped = PyValueError::new_err(message);
@@ -210,7 +193,7 @@ fn unfit(key: &str, dtype: DType, dims: &[usize], what: &str) -> PyErr {
     PyValueError::new_err(format!(
         "the output buffer given for '{key}' is {what}; it must be a tensor of {}, shape \
          {dims:?}, on the CPU, C-contiguous, made by torch (torch.empty)",
-        dtype_name(dtype)
+        dtype.name()
     ))
 }
 
@@ -227,7 +210,7 @@ fn describe(key: &str, buffer: &Asked<'_>) -> PyResult<BufferView> {
 
 fn byte_range(view: &BufferView, dtype: DType) -> std::ops::Range<usize> {
     let start = view.data as usize;
-    start..start.saturating_add(view.len.saturating_mul(dtype_size(dtype)))
+    start..start.saturating_add(view.len.saturating_mul(dtype.item_size()))
 }
 
 /// Copies `data` into `view` when they are as many values of one dtype; false otherwise.
