@@ -5,9 +5,9 @@ change. `__version__` is the package version; `build_profile` is "release" for a
 build (wheels, `pip install`) and "debug" for a development build, whose timings mean nothing.
 `LengthGroupedSampler`, `DistributedLengthGroupedSampler`, `BatchRebalanceSampler`,
 `PackedStream`, `LengthGroupedStream` (need torch), `Trainer`, `Seq2SeqTrainer`,
-`ArrowTrainerMixin`, `TrainingArguments` (need transformers), `patch_trl`, `unpatch_trl`, `TRLPatch` (need TRL),
-`RayCollateFn` (needs Ray Data) and `prepare` (needs accelerate) are imported on
-first use.
+`ArrowTrainerMixin`, `TrainingArguments` (need transformers), `patch_trl`, `unpatch_trl`,
+`TRLPatch` (need TRL), `RayCollateFn` (needs Ray Data) and `prepare` (needs accelerate) are
+imported on first use.
 """
 
 from ._internal.lazy import lazy_exports
