@@ -4,14 +4,14 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .extras import require
 
 # name -> (the module that defines it, relative to the package; the extra of fastcollate that
 # installs what it needs; the modules it needs).
-LazyTable = dict[str, tuple[str, str, tuple[str, ...]]]
+LazyTable = Mapping[str, tuple[str, str, tuple[str, ...]]]
 
 
 def lazy_exports(
