@@ -244,8 +244,8 @@ class ArrowTrainerMixin(ArrowDataLoaderMixin, _TrainerBase):
             self.args = training_args
 
     def get_train_dataloader(self) -> Any:
-        # Packed or length-grouped training on a stream: batches made on the fly, each rank its
-        # own.
+        """transformers' training DataLoader, except for a stream trained packed or grouped by
+        length: batches made on the fly, each rank its own."""
         dataset = self.train_dataset
         if dataset is None or not is_packable_stream(dataset):
             return super().get_train_dataloader()
