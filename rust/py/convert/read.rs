@@ -97,13 +97,14 @@ pub fn is_numpy_scalar_of_own_dtype(value: &Bound<'_, PyAny>) -> bool {
 }
 
 /// Whether a list or tuple holds a numpy scalar other than an exact `np.int64` (which reads as
-/// a Python int does): `torch.tensor` / `np.asarray` keep such scalars' dtype (float64,
-/// float16, int8, ...), so a key that keeps numpy scalars keeps such sequences too. Exact
-/// Python ints and floats are passed over without a look at numpy.
+/// a Python int does), or a 0-d array or tensor: `torch.tensor` / `np.asarray` keep such
+/// values' dtype (float64, float16, int8, ...), so a key that keeps numpy scalars keeps such
+/// sequences too (and the caller converts them as tokenizer.pad does). Exact Python ints and
+/// floats are passed over without a look at numpy.
 pub fn holds_numpy_scalar_of_own_dtype(value: &Bound<'_, PyAny>) -> bool {
     let check = |item: Bound<'_, PyAny>| {
         !(item.is_exact_instance_of::<PyInt>() || item.is_exact_instance_of::<PyFloat>())
-            && is_numpy_scalar_of_own_dtype(&item)
+            && (is_numpy_scalar_of_own_dtype(&item) || is_zero_d(&item).unwrap_or(false))
     };
     if let Ok(list) = value.cast_exact::<PyList>() {
         list.iter().any(check)
