@@ -20,6 +20,7 @@ use crate::core::error::CollateError;
 use super::array_values::with_values;
 use super::ints;
 use super::tensor_concat::{concatenate_tensors, ConcatenatedRows};
+use super::tensor_ints::tensor_ndim;
 use super::torch::{is_torch_tensor, tensor_as_numpy, torch_tensor_type};
 
 /// Why a value could not be read. `NotNumeric` values may be kept raw by the caller; the others
@@ -292,12 +293,16 @@ fn read_sequence_items<'py>(
 }
 
 /// Whether a value is a 0-d numpy array (its `ndim` read at the C level) or a 0-d torch tensor
-/// (`dim()`, asked with torch function modes off: see `torch::modes_off`).
+/// (its rank read through `TensorBase`'s own descriptor, `tensor_ints::tensor_ndim`, else
+/// `dim()`; torch function modes are off while rows are read: see `torch::modes_off`).
 fn is_zero_d(value: &Bound<'_, PyAny>) -> PyResult<bool> {
     if let Ok(array) = value.cast::<PyUntypedArray>() {
         return Ok(array.ndim() == 0);
     }
     if is_torch_tensor(value) {
+        if let Some(ndim) = tensor_ndim(value) {
+            return Ok(ndim == 0);
+        }
         let py = value.py();
         return Ok(value.call_method0(intern!(py, "dim"))?.extract::<usize>()? == 0);
     }
