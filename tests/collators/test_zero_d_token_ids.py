@@ -440,3 +440,27 @@ def test_torch_function_modes_do_not_answer_for_zero_d_items(bert_tokenizer):
 def test_documented():
     text = (ROOT / "docs" / "differences.md").read_text(encoding="utf-8")
     assert "0-d numpy arrays among token ids" in text
+
+
+@SETTINGS
+@given(st.data(), SIDES)
+def test_multiple_choice(tokenizers, data, side):
+    # Each choice a list of 0-d values (transformers has no "np" path here: "pt" only).
+    tokenizer = tokenizers[side]
+    batch = []
+    for index in range(data.draw(st.integers(1, 3))):
+        choices = data.draw(rows(min_rows=2))[:2]
+        batch.append({"input_ids": [row["input_ids"] for row in choices],
+                      "label": torch.tensor(index % 2)})
+    same_as_theirs(fastcollate.DataCollatorForMultipleChoice(tokenizer),
+                   transformers.DataCollatorForMultipleChoice(tokenizer), batch, "pt")
+
+
+@pytest.mark.parametrize("return_tensors", ["pt", "np", None])
+@pytest.mark.parametrize("make", [torch.tensor, np.array], ids=["tensors", "arrays"])
+def test_one_example(bert_tokenizer, return_tensors, make):
+    # One mapping whose ids are a flat list of 0-d values is one example, as in transformers.
+    example = {"input_ids": [make(v) for v in (101, 7, 102)]}
+    expected = bert_tokenizer.pad(copy.deepcopy(example), return_tensors=return_tensors)
+    assert_same_batch(fastcollate.pad(example, bert_tokenizer, return_tensors=return_tensors),
+                      expected)
