@@ -210,3 +210,48 @@ def test_modes_are_back_on_after_the_call():
         seen.clear()
         torch.ones(1).sum()
     assert seen, "the mode no longer sees torch calls after fastcollate's"
+
+
+def zero_d_rows() -> list:
+    """Token lists of 0-d tensors (`list(torch.tensor(ids))`, issue 49), one row mixed with
+    Python ints, beside a 0-d label."""
+    return [
+        {"input_ids": list(torch.tensor([101, 7, 102])), "label": torch.tensor(1)},
+        {"input_ids": [101] + list(torch.tensor([8], dtype=torch.int32)), "label": torch.tensor(0)},
+    ]
+
+
+def zero_d_calls(tokenizer) -> dict:
+    import fastcollate.trl
+
+    return {
+        "pad": lambda rows: fastcollate.pad(rows, tokenizer, return_tensors="pt"),
+        "with_padding": fastcollate.DataCollatorWithPadding(tokenizer),
+        "flattening": lambda rows: fastcollate.DataCollatorWithFlattening()(
+            [{"input_ids": row["input_ids"]} for row in rows]),
+        "trl": lambda rows: fastcollate.trl.DataCollatorForLanguageModeling(0)(
+            [{"input_ids": row["input_ids"]} for row in rows]),
+    }
+
+
+@pytest.mark.parametrize("lie", sorted(LIES))
+def test_zero_d_token_lists_under_modes_that_lie(tokenizer, lie):
+    # Each 0-d item's rank and number are asked with modes off: a mode answering `dim()`,
+    # `ndim`, `item()`, `tolist()`, ... falsely changes nothing.
+    target, answer = LIES[lie]
+    for name, call in zero_d_calls(tokenizer).items():
+        expected = call(zero_d_rows())
+        with Lie(target, answer):
+            got = call(zero_d_rows())
+        assert_same(got, expected, (name, lie))
+
+
+@pytest.mark.parametrize("name", ["dim", "ndim", "numel"])
+def test_zero_d_token_lists_under_methods_patched_onto_torch_tensor(tokenizer, monkeypatch,
+                                                                    name):
+    # A 0-d item's rank is read through TensorBase's own descriptor, not a patched method.
+    expected = {key: call(zero_d_rows()) for key, call in zero_d_calls(tokenizer).items()}
+    lie = property(lambda self: 1) if name == "ndim" else (lambda self, *a, **k: 1)
+    monkeypatch.setattr(torch.Tensor, name, lie)
+    for key, call in zero_d_calls(tokenizer).items():
+        assert_same(call(zero_d_rows()), expected[key], (key, name))

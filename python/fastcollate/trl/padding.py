@@ -335,6 +335,11 @@ def _find_bad_row(sequences: list[Any], where: Callable[[int], str]) -> None:
         if not isinstance(value, (list, tuple)):
             raise TypeError(f"{where(row)} is a {type(value).__name__}; it must be a list of ints")
         for item in value:
+            if isinstance(item, (np.ndarray, torch.Tensor)) and item.ndim == 0:
+                try:
+                    item = item.item()  # a 0-d value is read as its number (tokenizer.pad's)
+                except (RuntimeError, NotImplementedError, ValueError, TypeError):
+                    continue  # (meta tensors, ...) the native call's message says what failed
             if isinstance(item, (str, bytes)):
                 raise TypeError(
                     f"{where(row)} holds text ({item!r}), not token ids; tokenize first"

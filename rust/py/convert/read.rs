@@ -20,6 +20,7 @@ use crate::core::error::CollateError;
 use super::array_values::with_values;
 use super::ints;
 use super::tensor_concat::{concatenate_tensors, ConcatenatedRows};
+use super::tensor_ints::tensor_ndim;
 use super::torch::{is_torch_tensor, tensor_as_numpy, torch_tensor_type};
 
 /// Why a value could not be read. `NotNumeric` values may be kept raw by the caller; the others
@@ -97,13 +98,14 @@ pub fn is_numpy_scalar_of_own_dtype(value: &Bound<'_, PyAny>) -> bool {
 }
 
 /// Whether a list or tuple holds a numpy scalar other than an exact `np.int64` (which reads as
-/// a Python int does): `torch.tensor` / `np.asarray` keep such scalars' dtype (float64,
-/// float16, int8, ...), so a key that keeps numpy scalars keeps such sequences too. Exact
-/// Python ints and floats are passed over without a look at numpy.
+/// a Python int does), or a 0-d array or tensor: `torch.tensor` / `np.asarray` keep such
+/// values' dtype (float64, float16, int8, ...), so a key that keeps numpy scalars keeps such
+/// sequences too (and the caller converts them as tokenizer.pad does). Exact Python ints and
+/// floats are passed over without a look at numpy.
 pub fn holds_numpy_scalar_of_own_dtype(value: &Bound<'_, PyAny>) -> bool {
     let check = |item: Bound<'_, PyAny>| {
         !(item.is_exact_instance_of::<PyInt>() || item.is_exact_instance_of::<PyFloat>())
-            && is_numpy_scalar_of_own_dtype(&item)
+            && (is_numpy_scalar_of_own_dtype(&item) || is_zero_d(&item).unwrap_or(false))
     };
     if let Ok(list) = value.cast_exact::<PyList>() {
         list.iter().any(check)
@@ -268,6 +270,15 @@ fn read_sequence_items<'py>(
         }
         match read_scalar(&item, site, position)? {
             Some(scalar) => push_python_scalar(column, scalar),
+            // A 0-d array or tensor (`list(torch.tensor(ids))`): its number, as tokenizer.pad
+            // reads it (`to_py_obj`, a Python number).
+            None if is_zero_d(&item)? => {
+                let number = zero_d_number(&item)?;
+                match read_scalar(&number, site, position)? {
+                    Some(scalar) => push_python_scalar(column, scalar),
+                    None => return Err(site.not_a_number(position, &number)),
+                }
+            }
             None if item.is_instance_of::<PyList>()
                 || item.is_instance_of::<PyTuple>()
                 || item.is_instance_of::<PyUntypedArray>()
@@ -279,6 +290,30 @@ fn read_sequence_items<'py>(
         }
     }
     Ok(())
+}
+
+/// Whether a value is a 0-d numpy array (its `ndim` read at the C level) or a 0-d torch tensor
+/// (its rank read through `TensorBase`'s own descriptor, `tensor_ints::tensor_ndim`, else
+/// `dim()`; torch function modes are off while rows are read: see `torch::modes_off`).
+fn is_zero_d(value: &Bound<'_, PyAny>) -> PyResult<bool> {
+    if let Ok(array) = value.cast::<PyUntypedArray>() {
+        return Ok(array.ndim() == 0);
+    }
+    if is_torch_tensor(value) {
+        if let Some(ndim) = tensor_ndim(value) {
+            return Ok(ndim == 0);
+        }
+        let py = value.py();
+        return Ok(value.call_method0(intern!(py, "dim"))?.extract::<usize>()? == 0);
+    }
+    Ok(false)
+}
+
+/// A 0-d numpy array's or torch tensor's number: `item()`, the Python number in one call (int
+/// for integer dtypes, float, bool), as `tolist()` gives it. The one read of a 0-d value, as a
+/// row's value and as an item of a list or tuple.
+fn zero_d_number<'py>(value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    value.call_method0(intern!(value.py(), "item"))
 }
 
 /// A numpy element type, and how its values go into a column.
@@ -514,12 +549,8 @@ fn read_value_inner(
     } else if let Ok(array) = value.cast::<PyUntypedArray>() {
         return read_array(column, array, site);
     } else if is_torch_tensor(value) {
-        let py = value.py();
-        if value.call_method0(intern!(py, "dim"))?.extract::<usize>()? == 0 {
-            // `item()` gives the Python number in one call into torch (int for integer dtypes,
-            // float, bool), as numpy's `item()` would.
-            let item = value.call_method0(intern!(py, "item"))?;
-            return read_scalar_row(column, &item, site);
+        if is_zero_d(value)? {
+            return read_scalar_row(column, &zero_d_number(value)?, site);
         }
         let converted = match tensor_as_numpy(value) {
             Ok(array) => array,
@@ -560,7 +591,7 @@ fn read_array(
     site: &Site<'_>,
 ) -> Result<(), ReadError> {
     match array.ndim() {
-        0 => read_scalar_row(column, &array.call_method0("item")?, site),
+        0 => read_scalar_row(column, &zero_d_number(array)?, site),
         1 => {
             if !read_array_1d(column, array)? {
                 let list = array.call_method0("tolist")?;

@@ -180,6 +180,21 @@ fn base_attributes(py: Python<'_>) -> Option<&BaseAttributes> {
         .as_ref()
 }
 
+/// A tensor's rank, read through `torch._C.TensorBase`'s own `ndim` descriptor (see
+/// `base_attributes`): a `dim` or `ndim` patched onto `torch.Tensor` is not asked, and a torch
+/// function mode is not either while a `ModesOff` guard is held. None where it cannot be read
+/// so (the caller then asks the tensor).
+pub(crate) fn tensor_ndim(tensor: &Bound<'_, PyAny>) -> Option<usize> {
+    let py = tensor.py();
+    base_attributes(py)?
+        .ndim
+        .bind(py)
+        .call_method1(intern!(py, "__get__"), (tensor,))
+        .ok()?
+        .extract()
+        .ok()
+}
+
 /// `dlpack::int_view` for a torch without the exchange table: the tensor's own attributes,
 /// through `TensorBase`'s descriptors (see `base_attributes`), with torch function modes off.
 fn described_by_the_tensor(tensor: &Bound<'_, PyAny>, ndim: usize) -> Option<IntView> {
