@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import multiprocessing.context
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -43,7 +43,7 @@ class LoaderPlaces:
             self._raw = state["raw"]
             self.cells = np.frombuffer(self._raw, dtype=np.int64)
         else:
-            self.__init__()  # type: ignore[misc]
+            cast(Any, self).__init__()  # re-initialised in place
             self.cells[:] = state["values"]
 
     def start_epoch(self, epoch: int, start: int) -> None:
