@@ -169,7 +169,7 @@ def test_killed_runs_resume_exactly_with_dataloader_workers(tmp_path, bert_token
     check_resumes(tmp_path, bert_tokenizer, seed=13, workers=2, collator="wrapped")
 
 
-@pytest.mark.parametrize("collator", ["bare", "wrapped", "partial", "lambda"])
+@pytest.mark.parametrize("collator", ["wrapped", "partial", "lambda"])
 def test_evaluation_leaves_the_training_masks_as_they_are(tmp_path, bert_tokenizer, collator):
     with_evaluation = train(tmp_path / "a", bert_tokenizer, collator=collator)
     without = train(tmp_path / "b", bert_tokenizer, collator=collator, evaluate=False)
