@@ -340,9 +340,11 @@ class Trainer(ArrowTrainerMixin, transformers.Trainer):
     """A `transformers.Trainer` whose default `data_collator` is fastcollate's (chosen exactly
     as transformers chooses its own) and which, with
     `train_sampling_strategy="group_by_length"`, reads lengths from Arrow and groups them in
-    Rust: the same batches as transformers' sampler for the same seed, without decoding every
-    row at startup. At each epoch it calls the collator's `set_epoch` when it has one, so
-    seeded masked-LM masks differ from epoch to epoch."""
+    Rust: transformers' grouping, without decoding every row at startup, shuffled from
+    (seed, epoch). At each epoch it calls the collator's `set_epoch` when it has one, and each
+    batch is collated with its place (loader, epoch, position) set, so seeded masked-LM masks
+    differ from epoch to epoch, evaluation leaves the training masks alone, and a run resumed
+    from a checkpoint trains on the batches and masks of the uninterrupted run."""
 
 
 class Seq2SeqTrainer(ArrowTrainerMixin, transformers.Seq2SeqTrainer):
