@@ -255,15 +255,6 @@ class NativeMasking:
     def set_epoch(self, epoch: int) -> None:
         self._epochs.set_explicit(check_epoch(epoch))
 
-    def separate(self) -> NativeMasking:
-        """State of its own for another DataLoader (evaluation beside training): the epoch
-        given to `set_epoch`, if any, and no batches counted yet."""
-        other = NativeMasking()
-        explicit = self._epochs.explicit
-        if explicit >= 0:
-            other.set_epoch(explicit)
-        return other
-
     def current_epoch(self) -> tuple[int, bool]:
         """The epoch of the batch being masked (see the class), and whether this process has
         just started serving a new DataLoader iteration (its batch count then restarts, so
