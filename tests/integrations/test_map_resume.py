@@ -95,11 +95,12 @@ def tiny_bert(tokenizer):
 
 
 def train(out, tokenizer, *, collator="bare", strategy="random", accumulation=1, workers=0,
-          evaluate=True, kill=None, resume=False):
+          evaluate=True, kill=None, resume=False, context=None):
     args = fastcollate.TrainingArguments(
         output_dir=str(out), per_device_train_batch_size=BATCH, per_device_eval_batch_size=2,
         num_train_epochs=EPOCHS, gradient_accumulation_steps=accumulation,
         train_sampling_strategy=strategy, dataloader_num_workers=workers, seed=3,
+        dataloader_multiprocessing_context=context,
         learning_rate=1e-2, report_to="none", use_cpu=True, disable_tqdm=True,
         save_strategy="steps" if kill or resume else "no", save_steps=1,
         eval_strategy="steps" if evaluate else "no", eval_steps=2)
@@ -180,8 +181,12 @@ def test_evaluation_leaves_the_training_masks_as_they_are(tmp_path, bert_tokeniz
 
 
 @pytest.mark.multiprocess
-def test_workers_mask_as_the_main_process(tmp_path, bert_tokenizer):
-    """A batch's masks are a function of its place, not of the process collating it."""
-    main = train(tmp_path / "a", bert_tokenizer, collator="wrapped")
-    workers = train(tmp_path / "b", bert_tokenizer, collator="wrapped", workers=2)
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_workers_mask_as_the_main_process(tmp_path, bert_tokenizer, context):
+    """A batch's masks are a function of its place, not of the process collating it (spawned
+    workers get the collate function pickled)."""
+    evaluate = context == "fork"  # spawning evaluation's workers at every evaluation is slow
+    main = train(tmp_path / "a", bert_tokenizer, collator="wrapped", evaluate=evaluate)
+    workers = train(tmp_path / "b", bert_tokenizer, collator="wrapped", workers=2,
+                    context=context, evaluate=evaluate)
     assert main.seen == workers.seen
