@@ -2,8 +2,8 @@
 `datasets.Dataset` with seeded MLM masks and evaluation inside the epoch, killed (an exception)
 after a step, inside an evaluation or at an epoch's end and resumed from its newest checkpoint
 (`resume_from_checkpoint=True`), trains on the batches of the uninterrupted run, masks
-included, and ends with its weights: random, group_by_length and sequential sampling, gradient
-accumulation, DataLoader workers, and the seeded collator wrapped in a class, a partial or a
+included, and ends with its weights: random, group_by_length, sequential and batch_rebalance
+sampling, gradient accumulation, DataLoader workers, and the seeded collator wrapped in a class, a partial or a
 lambda. Evaluation never changes the training masks, wherever the seeded collator sits."""
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def check_resumes(tmp_path, tokenizer, seed, **options):
         assert_same_weights(resumed, full)
 
 
-@pytest.mark.parametrize("strategy", ["random", "group_by_length", "sequential"])
+@pytest.mark.parametrize("strategy", ["random", "group_by_length", "sequential", "batch_rebalance"])
 def test_killed_runs_resume_exactly(tmp_path, bert_tokenizer, strategy):
     check_resumes(tmp_path, bert_tokenizer, seed=len(strategy), strategy=strategy)
 
