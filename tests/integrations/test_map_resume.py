@@ -3,8 +3,9 @@
 after a step, inside an evaluation or at an epoch's end and resumed from its newest checkpoint
 (`resume_from_checkpoint=True`), trains on the batches of the uninterrupted run, masks
 included, and ends with its weights: random, group_by_length, sequential and batch_rebalance
-sampling, gradient accumulation, DataLoader workers, and the seeded collator wrapped in a class, a partial or a
-lambda. Evaluation never changes the training masks, wherever the seeded collator sits."""
+sampling, gradient accumulation, DataLoader workers, and the seeded collator wrapped in a class,
+a partial or a lambda. Evaluation never changes the training masks, wherever the seeded
+collator sits."""
 
 from __future__ import annotations
 
