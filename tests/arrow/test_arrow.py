@@ -28,6 +28,7 @@ from fastcollate.arrow.trainer_datasets import unwrap, wrap_for_trainer
 from tests.support.arrow_datasets import INT_TYPES, sequence_feature, transformed
 from tests.support.compare import assert_same_batch, assert_same_value, has_object_array
 from tests.support.hypothesis_profiles import examples
+from tests.support.seeded_grouping import SeededTrainer
 
 pytestmark = pytest.mark.parity
 
@@ -505,7 +506,8 @@ def test_trainer_trains_through_the_arrow_path(bert_tokenizer, tmp_path, strateg
     )
     collator = fastcollate.DataCollatorWithPadding(bert_tokenizer)
     runs = []
-    for cls in (transformers.Trainer, fastcollate.Trainer):
+    # SeededTrainer: group_by_length shuffled from seed + epoch, as fastcollate's.
+    for cls in (SeededTrainer, fastcollate.Trainer):
         trainer = cls(model=tiny_bert(), args=args, train_dataset=dataset,
                       data_collator=collator, processing_class=bert_tokenizer)
         loader = trainer.get_train_dataloader()

@@ -13,6 +13,7 @@ from datasets import Dataset
 
 import fastcollate
 from fastcollate.arrow import ArrowBatches
+from tests.support.seeded_grouping import SeededSeq2SeqTrainer
 
 pytestmark = [pytest.mark.parity, pytest.mark.slow]
 
@@ -61,8 +62,9 @@ def test_same_losses_and_generations_as_transformers(bert_tokenizer, tmp_path, s
     ours, losses, metrics, predictions = run(
         fastcollate.Seq2SeqTrainer, fastcollate.DataCollatorForSeq2Seq, bert_tokenizer,
         tmp_path / "ours", train_sampling_strategy=strategy)
+    # SeededSeq2SeqTrainer: group_by_length shuffled from seed + epoch, as fastcollate's.
     _, their_losses, their_metrics, their_predictions = run(
-        transformers.Seq2SeqTrainer, transformers.DataCollatorForSeq2Seq, bert_tokenizer,
+        SeededSeq2SeqTrainer, transformers.DataCollatorForSeq2Seq, bert_tokenizer,
         tmp_path / "theirs", train_sampling_strategy=strategy)
     assert len(losses) == 8
     assert losses == their_losses

@@ -15,6 +15,7 @@ from transformers import trainer_pt_utils as hf_pt_utils
 
 import fastcollate
 from tests.support.compare import assert_same_batch
+from tests.support.seeded_grouping import SeededTrainer
 from tests.support.trainer_runs import sentence, training_args
 
 pytestmark = [pytest.mark.parity, pytest.mark.slow]
@@ -57,17 +58,23 @@ def fine_tune(trainer_cls, model_path, tokenizer, splits, tmp_path, strategy):
 @pytest.fixture(scope="module")
 def runs(model_path, tokenizer, splits, tmp_path_factory):
     results = {}
-    for name, cls in (("fastcollate", fastcollate.Trainer), ("transformers", transformers.Trainer)):
+    for name, cls in (("fastcollate", fastcollate.Trainer), ("transformers", transformers.Trainer),
+                      ("seeded transformers", SeededTrainer)):
         for strategy in ("random", "group_by_length"):
-            tmp = tmp_path_factory.mktemp(f"{name}-{strategy}")
+            if name == "seeded transformers" and strategy == "random":
+                continue
+            tmp = tmp_path_factory.mktemp(f"{name.replace(' ', '-')}-{strategy}")
             results[name, strategy] = fine_tune(cls, model_path, tokenizer, splits, tmp, strategy)
     return results
 
 
 @pytest.mark.parametrize("strategy", ["random", "group_by_length"])
 def test_fine_tune_losses_equal_transformers(runs, strategy):
+    # group_by_length: fastcollate shuffles from seed + epoch (docs/trainer.md, Exact resume),
+    # transformers' Trainer from the global generator; its sampler shuffled so compares.
     ours, ours_losses, ours_eval = runs["fastcollate", strategy]
-    theirs, theirs_losses, theirs_eval = runs["transformers", strategy]
+    theirs, theirs_losses, theirs_eval = runs[
+        "seeded transformers" if strategy == "group_by_length" else "transformers", strategy]
     assert isinstance(ours.data_collator, fastcollate.DataCollatorWithPadding)
     assert isinstance(theirs.data_collator, transformers.DataCollatorWithPadding)
     assert len(ours_losses) == 4
@@ -90,10 +97,14 @@ def test_group_by_length_uses_fastcollate_samplers(runs, splits):
     assert isinstance(ours_sampler, fastcollate.LengthGroupedSampler)
     assert ours_sampler.batch_size == theirs_sampler.batch_size == 4
     assert ours_sampler.lengths.tolist() == theirs_sampler.lengths
+    # Shuffled from seed + epoch, whatever the global generator holds.
     torch.manual_seed(11)
     ours_order = list(ours_sampler)
-    torch.manual_seed(11)
+    theirs_sampler.generator = torch.Generator().manual_seed(ours.args.seed)
     assert ours_order == list(theirs_sampler)
+    ours_sampler.set_epoch(1)
+    theirs_sampler.generator = torch.Generator().manual_seed(ours.args.seed + 1)
+    assert list(ours_sampler) == list(theirs_sampler) != ours_order
 
     ours_eval = ours._get_eval_sampler(evaluation)
     theirs_eval = theirs._get_eval_sampler(evaluation)
@@ -119,7 +130,8 @@ def test_length_column_is_used_when_present(model_path, tokenizer, splits, tmp_p
         )
         sampler = trainer._get_train_sampler(train)
         assert sampler.batch_size == 8
-        torch.manual_seed(3)
+        if cls is transformers.Trainer:  # fastcollate's is shuffled from seed + epoch
+            sampler.generator = torch.Generator().manual_seed(trainer.args.seed)
         samplers.append(list(sampler))
     assert samplers[0] == samplers[1]
 

@@ -471,3 +471,32 @@ def test_grouped_indices_without_torch_say_what_to_install():
     assert "get_length_grouped_indices" in message and "torch.randperm" in message
     assert install_command("torch") in message
     assert "return_tensors" not in message
+
+
+@pytest.mark.parametrize("epoch", [0, 3])
+def test_seeded_sampler_orders_by_seed_and_epoch(epoch):
+    """With seed=, the order is transformers' under a generator seeded seed + epoch, whatever
+    the global generator has drawn before (a resumed epoch sees its order)."""
+    generator = torch.Generator().manual_seed(1)
+    lengths = [int(x) for x in torch.randint(1, 50, (97,), generator=generator)]
+    sampler = fastcollate.LengthGroupedSampler(4, lengths=lengths, seed=11)
+    sampler.set_epoch(epoch)
+    torch.manual_seed(0)
+    first = list(sampler)
+    torch.rand(5)  # the global generator moves on: the order does not
+    assert list(sampler) == first
+    theirs = hf.LengthGroupedSampler(
+        4, lengths=lengths, generator=torch.Generator().manual_seed(11 + epoch))
+    assert first == list(theirs)
+    sampler.set_epoch(epoch + 1)
+    assert list(sampler) != first
+
+
+@pytest.mark.parametrize(("options", "error", "match"), [
+    ({"seed": "1"}, TypeError, "seed must be an int, not str"),
+    ({"seed": True}, TypeError, "seed must be an int, not bool"),
+    ({"seed": 1, "generator": torch.Generator()}, ValueError, "a generator or a seed, not both"),
+])
+def test_bad_sampler_seeds_raise(options, error, match):
+    with pytest.raises(error, match=match):
+        fastcollate.LengthGroupedSampler(4, lengths=[1, 2, 3], **options)

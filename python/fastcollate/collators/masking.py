@@ -4,9 +4,10 @@ stream, shared with DataLoader workers)."""
 
 from __future__ import annotations
 
+import contextvars
 import multiprocessing as mp
 import multiprocessing.context
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
@@ -22,6 +23,34 @@ EPOCHS = 2**31 - 1
 BATCHES_PER_EPOCH = 2**32
 _LOW32 = 2**32 - 1
 _NO_IDS = np.zeros(0, dtype=np.int64)
+
+
+@dataclass
+class BatchPlace:
+    """Where the batch being collated sits, told by the loader collating it
+    (`fastcollate.Trainer` sets one around each call of its DataLoaders' collate_fn): the
+    loader's stream (`stream`: 0 training, 1 evaluation, 2 prediction, plus a DataLoader
+    worker's id above bit 16 where positions count per worker), the epoch, and the batch's
+    position in the epoch. Seeded native masks are then keyed by it, not by the collator's own
+    batch count: every seeded collator called inside the collate_fn (wrapped, partial, a lambda)
+    masks by the batch's place, and evaluation leaves the training masks as they were. `calls`
+    counts the seeded maskings inside this one batch, so a collator that masks twice per batch
+    draws two streams."""
+
+    stream: int
+    epoch: int
+    position: int
+    calls: int = field(default=0)
+
+
+# The place of the batch being collated in this thread; None outside a placing loader.
+BATCH_PLACE: contextvars.ContextVar[BatchPlace | None] = contextvars.ContextVar(
+    "fastcollate_batch_place", default=None
+)
+# A placed batch's stream id takes the worker word's bits above 32 (DataLoader worker ids,
+# which key unplaced batches, stay below); the seeded maskings within one batch the low 16.
+_STREAM_SHIFT = 32
+CALLS_PER_BATCH = 2**16
 
 
 def base_special_tokens_mask() -> Any:
@@ -184,6 +213,25 @@ class EpochCells:
                 return count
 
 
+def placed_key(seed: int, place: BatchPlace) -> tuple[int, int, int]:
+    """(seed, worker word, batch word) of a placed batch's next seeded masking: a pure function
+    of (seed, stream, epoch, position, maskings before it in this batch)."""
+    call = place.calls
+    if call >= CALLS_PER_BATCH:
+        raise ValueError(
+            f"a seeded collator masked one batch {call} times, more than the "
+            f"{CALLS_PER_BATCH} a batch's place can tell apart"
+        )
+    if not 0 <= place.position < BATCHES_PER_EPOCH:
+        raise ValueError(
+            f"batch {place.position} of epoch {place.epoch} lies past the "
+            f"{BATCHES_PER_EPOCH} batches a seeded epoch can tell apart"
+        )
+    place.calls += 1
+    worker = (place.stream << _STREAM_SHIFT) | call
+    return int(seed) % SEEDS, worker, (check_epoch(place.epoch) << 32) | place.position
+
+
 class NativeMasking:
     """What native masking keeps between batches, and the call that masks one: the tokenizer's
     ids (read again only for another tokenizer or a grown vocabulary: `add_special_tokens`
@@ -206,15 +254,6 @@ class NativeMasking:
 
     def set_epoch(self, epoch: int) -> None:
         self._epochs.set_explicit(check_epoch(epoch))
-
-    def separate(self) -> NativeMasking:
-        """State of its own for another DataLoader (evaluation beside training): the epoch
-        given to `set_epoch`, if any, and no batches counted yet."""
-        other = NativeMasking()
-        explicit = self._epochs.explicit
-        if explicit >= 0:
-            other.set_epoch(explicit)
-        return other
 
     def current_epoch(self) -> tuple[int, bool]:
         """The epoch of the batch being masked (see the class), and whether this process has
@@ -247,6 +286,9 @@ class NativeMasking:
         global generator."""
         if seed is None:
             return global_seed(framework), 0, 0
+        place = BATCH_PLACE.get()
+        if place is not None:
+            return placed_key(seed, place)
         epoch, new_iteration = self.current_epoch()
         if new_iteration or epoch != self.epoch:
             self.epoch, self.batches_masked = epoch, 0

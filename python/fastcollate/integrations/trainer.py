@@ -20,10 +20,10 @@ from .._internal.patching import original
 from .._internal.upstream import TRAINER_COLLATOR_WITH_REMOVED_COLUMNS, TRAINER_OUTPUT_DIR
 from ..arrow.trainer_datasets import ArrowDataLoaderMixin, unwrap
 from ..collators import DataCollatorWithFlattening, DataCollatorWithPadding, default_data_collator
-from ..collators.masking import NativeMasking
 from ..sampling.lengths import sequence_lengths
 from ..sampling.samplers import LengthGroupedSampler
 from .accelerate_loader import prepare_rank_aware_loader
+from .batch_places import EVAL, TEST, TRAIN, LoaderPlaces, PlacedCollate
 from .trainer_sampling import (
     CutToTokenBudget,
     grouped_stream,
@@ -50,21 +50,6 @@ def default_collator(processing_class: Any) -> Any:
             processing_class
         )
     return default_data_collator
-
-
-def evaluation_collator(collator: Any) -> Any:
-    """The collator an evaluation or prediction DataLoader uses: `collator` itself, or, for
-    fastcollate's `DataCollatorForLanguageModeling`, a copy whose native masking counts its
-    batches apart (at the same epoch). Evaluating then leaves the training masks as they were,
-    so a run resumed from a checkpoint masks its batches as the uninterrupted run does, and
-    each evaluation in an epoch masks alike. `mask_rng="torch"` keeps transformers' behaviour:
-    its generator is shared with training, as in transformers' Trainer."""
-    masking = getattr(collator, "_masking", None)
-    if not isinstance(masking, NativeMasking):
-        return collator
-    evaluating = copy.copy(collator)
-    evaluating._masking = masking.separate()
-    return evaluating
 
 
 def pins_in_collator(args: Any, data_collator: Any, cuda_available: bool) -> bool:
@@ -166,6 +151,8 @@ class ArrowTrainerMixin(ArrowDataLoaderMixin, _TrainerBase):
                 self.data_collator, cast(Any, self.args).max_tokens_per_batch
             )
         self._stream_position = StreamPosition(self)
+        # The training epoch and the place of each loader's batches, told to its collate_fn.
+        self._loader_places = LoaderPlaces()
         self.add_callback(self._stream_position)
         # A stream the sampling strategy cannot serve is reported now, not at train().
         self._streams_warned: set[tuple[bool, str]] = set()
@@ -203,6 +190,13 @@ class ArrowTrainerMixin(ArrowDataLoaderMixin, _TrainerBase):
         if (epoch == kwargs["epochs_trained"] and kwargs["resume_from_checkpoint"] is not None
                 and not self.args.ignore_data_skip):
             position.batches = kwargs["steps_trained_in_current_epoch"]
+        # A map-style loader resumed inside an epoch skips its first batches without collating
+        # them (accelerate's SkipBatchSampler): its first batch is at position `batches`. An
+        # iterable one collates the batches it skips, and counts them.
+        loader = kwargs.get("train_dataloader")
+        map_style = not isinstance(getattr(loader, "dataset", None),
+                                   torch.utils.data.IterableDataset)
+        self._loader_places.start_epoch(epoch, position.batches if map_style else 0)
         # fastcollate's DataCollatorForLanguageModeling keys its seeded masks by the epoch; set
         # before the epoch's DataLoader starts its workers.
         set_epoch = getattr(self.data_collator, "set_epoch", None)
@@ -225,11 +219,18 @@ class ArrowTrainerMixin(ArrowDataLoaderMixin, _TrainerBase):
         # padding), so this DataLoader's own pinning step is turned off. Without an
         # accelerator it is not asked for either: torch would not pin, and would warn so.
         collator = self.data_collator
-        # Evaluation and prediction mask with random state of their own (evaluation_collator).
-        used = collator if kwargs.get("is_training", False) else evaluation_collator(collator)
+        used = collator
         in_collator = pins_in_collator(self.args, used, torch.cuda.is_available())
         if in_collator:
             used = dataclasses.replace(used, pin_memory=True)
+        # Each loader's batches are collated with their place set: seeded masks are keyed by
+        # (loader, epoch, position), so evaluation and prediction leave the training masks as
+        # they were, wherever the seeded collator sits inside the collator.
+        description = args[0] if args else kwargs.get("description")
+        stream = (TRAIN if kwargs.get("is_training", False)
+                  else TEST if description == "test" else EVAL)
+        used = PlacedCollate(used, stream, self._loader_places,
+                             map_style=not isinstance(dataset, torch.utils.data.IterableDataset))
         # The caller's TrainingArguments are left as they are: the DataLoader is built from a
         # shallow copy carrying the change.
         training_args = self.args
@@ -266,7 +267,8 @@ class ArrowTrainerMixin(ArrowDataLoaderMixin, _TrainerBase):
             stream,
             batch_size=None,
             collate_fn=getattr(self, TRAINER_COLLATOR_WITH_REMOVED_COLUMNS)(
-                self.data_collator, description="Training"
+                PlacedCollate(self.data_collator, TRAIN, self._loader_places, map_style=False),
+                description="Training",
             ),
             num_workers=args.dataloader_num_workers,
             pin_memory=bool(args.dataloader_pin_memory) and has_accelerator(),
@@ -308,10 +310,13 @@ class ArrowTrainerMixin(ArrowDataLoaderMixin, _TrainerBase):
                 return packed_sampler(self.args, self._dataset_lengths(train_dataset))
         if strategy != "group_by_length" or train_dataset is None or not has_length(train_dataset):
             return super()._get_train_sampler(train_dataset)
+        # Shuffled from (seed, epoch) (transformers draws from the global generator): a run
+        # resumed inside an epoch gets that epoch's order, whatever ran before.
         return LengthGroupedSampler(
             self.args.train_batch_size * self.args.gradient_accumulation_steps,
             dataset=train_dataset,
             lengths=self._dataset_lengths(train_dataset),
+            seed=self.args.data_seed if self.args.data_seed is not None else self.args.seed,
         )
 
     def _get_eval_sampler(self, eval_dataset: Any) -> Any:
@@ -335,9 +340,11 @@ class Trainer(ArrowTrainerMixin, transformers.Trainer):
     """A `transformers.Trainer` whose default `data_collator` is fastcollate's (chosen exactly
     as transformers chooses its own) and which, with
     `train_sampling_strategy="group_by_length"`, reads lengths from Arrow and groups them in
-    Rust: the same batches as transformers' sampler for the same seed, without decoding every
-    row at startup. At each epoch it calls the collator's `set_epoch` when it has one, so
-    seeded masked-LM masks differ from epoch to epoch."""
+    Rust: transformers' grouping, without decoding every row at startup, shuffled from
+    (seed, epoch). At each epoch it calls the collator's `set_epoch` when it has one, and each
+    batch is collated with its place (loader, epoch, position) set, so seeded masked-LM masks
+    differ from epoch to epoch, evaluation leaves the training masks alone, and a run resumed
+    from a checkpoint trains on the batches and masks of the uninterrupted run."""
 
 
 class Seq2SeqTrainer(ArrowTrainerMixin, transformers.Seq2SeqTrainer):

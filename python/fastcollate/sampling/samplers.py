@@ -46,7 +46,14 @@ class LengthGroupedSampler(Sampler[int]):
     that each batch holds rows of similar length, shuffled by `torch.randperm` with `generator`
     (or the global torch RNG). Lengths are read from Arrow for a `datasets.Dataset`.
 
-    `self.lengths` is an int64 numpy array (transformers keeps a list)."""
+    `self.lengths` is an int64 numpy array (transformers keeps a list).
+
+    Beyond transformers: with `seed=` (keyword only; not with `generator`), each iteration
+    shuffles with a generator seeded `seed + epoch`, the epoch given to `set_epoch` (0 until
+    then), as `DistributedLengthGroupedSampler` does: the order is a function of (seed, epoch),
+    not of the random numbers drawn before, so a run resumed inside an epoch sees that epoch's
+    order (`fastcollate.Trainer` passes its `data_seed` or `seed`). `set_epoch` is accepted
+    without a seed too, and changes nothing then."""
 
     def __init__(
         self,
@@ -55,16 +62,32 @@ class LengthGroupedSampler(Sampler[int]):
         lengths: Any = None,
         model_input_name: str | None = None,
         generator: Any = None,
+        *,
+        seed: int | None = None,
     ):
         self.batch_size = checked_count(batch_size, "batch_size", 1)
         self.lengths = _resolve_lengths(dataset, lengths, model_input_name, "LengthGroupedSampler")
+        if seed is not None:
+            if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+                raise TypeError(f"seed must be an int, not {type(seed).__name__}")
+            if generator is not None:
+                raise ValueError("LengthGroupedSampler takes a generator or a seed, not both")
         self.generator = generator
+        self.seed = None if seed is None else int(seed)
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch whose order the next iteration gives (with `seed=`)."""
+        self.epoch = int(epoch)
 
     def __len__(self) -> int:
         return len(self.lengths)
 
     def __iter__(self) -> Iterator[int]:
-        indices = grouped_indices_array(self.lengths, self.batch_size, None, self.generator)
+        generator = self.generator
+        if self.seed is not None:
+            generator = torch.Generator().manual_seed(self.seed + self.epoch)
+        indices = grouped_indices_array(self.lengths, self.batch_size, None, generator)
         return iter(indices.tolist())
 
 
