@@ -1,5 +1,6 @@
-"""Exact resume on map-style datasets: `fastcollate.Trainer` training a tiny BERT on a
-`datasets.Dataset` with seeded MLM masks and evaluation inside the epoch, killed (an exception)
+"""Exact resume after a kill, on map-style datasets and streams alike: `fastcollate.Trainer`
+training a tiny BERT on a `datasets.Dataset` (or the same rows as a stream,
+`to_iterable_dataset`) with seeded MLM masks and evaluation inside the epoch, killed (an exception)
 after a step, inside an evaluation or at an epoch's end and resumed from its newest checkpoint
 (`resume_from_checkpoint=True`), trains on the batches of the uninterrupted run, masks
 included, and ends with its weights: random, group_by_length, sequential and batch_rebalance
@@ -96,10 +97,16 @@ def tiny_bert(tokenizer):
 
 
 def train(out, tokenizer, *, collator="bare", strategy="random", accumulation=1, workers=0,
-          evaluate=True, kill=None, resume=False, context=None):
+          evaluate=True, kill=None, resume=False, context=None, stream=False):
+    train_dataset = datasets.Dataset.from_dict({"input_ids": rows(ROWS, 1)})
+    if stream:  # a stream has no length: as many steps as the map-style run's epochs make
+        train_dataset = train_dataset.to_iterable_dataset(num_shards=2)
+        length = {"max_steps": EPOCHS * ROWS // BATCH // accumulation}
+    else:
+        length = {"num_train_epochs": EPOCHS}
     args = fastcollate.TrainingArguments(
         output_dir=str(out), per_device_train_batch_size=BATCH, per_device_eval_batch_size=2,
-        num_train_epochs=EPOCHS, gradient_accumulation_steps=accumulation,
+        gradient_accumulation_steps=accumulation, **length,
         train_sampling_strategy=strategy, dataloader_num_workers=workers, seed=3,
         dataloader_multiprocessing_context=context,
         learning_rate=1e-2, report_to="none", use_cpu=True, disable_tqdm=True,
@@ -107,7 +114,7 @@ def train(out, tokenizer, *, collator="bare", strategy="random", accumulation=1,
         eval_strategy="steps" if evaluate else "no", eval_steps=2)
     trainer = Recording(
         model=tiny_bert(tokenizer), args=args, data_collator=collator_of(collator, tokenizer),
-        train_dataset=datasets.Dataset.from_dict({"input_ids": rows(ROWS, 1)}),
+        train_dataset=train_dataset,
         eval_dataset=datasets.Dataset.from_dict({"input_ids": rows(6, 2)}),
         callbacks=[Kill(*kill)] if kill else None)
     trainer.seen = []
@@ -155,6 +162,12 @@ def check_resumes(tmp_path, tokenizer, seed, **options):
 @pytest.mark.parametrize("strategy", ["random", "group_by_length", "sequential", "batch_rebalance"])
 def test_killed_runs_resume_exactly(tmp_path, bert_tokenizer, strategy):
     check_resumes(tmp_path, bert_tokenizer, seed=len(strategy), strategy=strategy)
+
+
+@pytest.mark.parametrize("strategy", ["random", "group_by_length"])
+def test_killed_runs_resume_exactly_on_a_stream(tmp_path, bert_tokenizer, strategy):
+    check_resumes(tmp_path, bert_tokenizer, seed=len(strategy) + 1, strategy=strategy,
+                  stream=True)
 
 
 def test_killed_runs_resume_exactly_with_gradient_accumulation(tmp_path, bert_tokenizer):
