@@ -249,7 +249,7 @@ def test_text_in_input_ids_says_tokenize_first_on_every_entry_point(make, bert_t
 
 @pytest.mark.parametrize("padding_free", [False, True])
 def test_trl_text_and_floats_say_tokenize_first(padding_free):
-    trl = pytest.importorskip("fastcollate.trl")
+    trl = pytest.importorskip("fastcollate.trl", exc_type=ImportError)
     collate = trl.DataCollatorForLanguageModeling(pad_token_id=0, padding_free=padding_free)
     for bad, words in ((["a", "b"], "holds text"), ([1.5, 2.5], "holds floats or bools")):
         with pytest.raises(TypeError) as raised:
