@@ -53,6 +53,8 @@ RESULTS = {
     "pinned_output_cpu.json": "python benches/bench_pinned_output.py "
     "--json benches/results/pinned_output_cpu.json",
     "speech.json": "python -m fastcollate bench --cases speech --json benches/results/speech.json",
+    # the set-up steps a newcomer waits for: the extension's build and the default test run
+    "setup_times.json": "python benches/measure_setup.py --json benches/results/setup_times.json",
 }
 
 # Written by `python3 benches/gpu_run.py` on a GPU machine (one file per device, named by it);
@@ -175,6 +177,46 @@ def headline() -> str:
 
 def quick_seconds() -> str:
     return f"{load('quick.json')['environment']['wall_seconds']:.0f} seconds"
+
+
+def setup_step(step: str) -> dict[str, Any]:
+    record = load("setup_times.json")
+    return next(r for r in record["results"] if r["step"] == step)
+
+
+def minutes(seconds: float) -> str:
+    whole = round(seconds / 60)
+    return "under a minute" if whole < 1 else f"{whole} minute{'s' if whole > 1 else ''}"
+
+
+def load_words(step: dict[str, Any], cpus: int) -> str:
+    """What the load meant for a step's time: a machine with more work than CPUs is slower."""
+    if step["load_average_mean"] > cpus:
+        return ", more work than CPUs: quicker on an idle machine"
+    return ", longer on a busier machine"
+
+
+def build_time() -> str:
+    """How long compiling the extension took (as `pip install .` compiles it), with the load
+    the machine had meanwhile."""
+    build = setup_step("build")
+    cpus = load("setup_times.json")["environment"]["cpu_count"]
+    return (
+        f"{minutes(build['wall_seconds'])} on {cpus} CPUs at load average "
+        f"{build['load_average_mean']:.1f}{load_words(build, cpus)} "
+        "(`benches/results/setup_times.json`)"
+    )
+
+
+def tests_time() -> str:
+    """How long the README's default test run took, with its counts and load."""
+    tests = setup_step("tests")
+    cpus = load("setup_times.json")["environment"]["cpu_count"]
+    return (
+        f"{minutes(tests['wall_seconds'])} for {tests['counts'].get('passed', 0)} tests on "
+        f"{cpus} CPUs at load average {tests['load_average_mean']:.1f}"
+        f"{load_words(tests, cpus)} (`benches/results/setup_times.json`)"
+    )
 
 
 def with_padding_table() -> str:
@@ -562,6 +604,8 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "pinned-output": pinned_output_table,
     "headline": headline,
     "quick-seconds": quick_seconds,
+    "build-time": build_time,
+    "tests-time": tests_time,
     "with-padding": with_padding_table,
     "collators": collators_table,
     "large-batches": large_batches_table,
