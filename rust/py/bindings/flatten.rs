@@ -7,11 +7,9 @@ use pyo3::types::{PyDict, PyList, PyString};
 use crate::core::column::{Column, Kind, Shape};
 use crate::core::error::CollateError;
 use crate::core::flatten::{flatten as pack, EmptyRows, FlattenOptions};
-use crate::core::pad;
 use crate::py::convert::gather::{gather, KeepRaw};
-use crate::py::convert::ints;
+use crate::py::convert::reader::Reader;
 use crate::py::convert::rows::BatchKeys;
-use crate::py::convert::value_kind::exact_sequence;
 use crate::py::output::numpy_arrays::{matrix, vector};
 
 fn one_row<T>(py: Python<'_>, values: Vec<T>) -> PyResult<Bound<'_, PyAny>>
@@ -41,27 +39,16 @@ fn first_non_integer_row(features: &Bound<'_, PyAny>, key: &str) -> PyResult<usi
     Ok(0)
 }
 
-/// The columns `gather` would read for `keys`, read straight from the rows into their final
-/// int64 buffers (sized once, written once): only for the usual batch, a list of exact dicts
-/// whose every value under `keys` is a non-empty exact list or tuple of exact ints in the
-/// int64 range. None for anything else (and, with `no_labels`, when a row holds `labels`,
-/// which the caller did not find in the first row), leaving the batch to `gather`, which then
-/// reads it again and reports what is wrong, as it would have. Giving up runs no Python code
-/// and changes nothing.
-fn columns_in_place(
-    features: &Bound<'_, PyAny>,
-    keys: &[String],
-    no_labels: bool,
-) -> Option<Vec<Column>> {
-    let py = features.py();
-    let rows = features.cast_exact::<PyList>().ok()?;
-    let rows: Vec<Bound<'_, PyDict>> = rows
-        .iter()
-        .map(|row| row.cast_exact::<PyDict>().ok().cloned())
-        .collect::<Option<_>>()?;
-    if rows.is_empty() {
-        return None;
-    }
+/// The columns `gather` would read for `keys`, through the reader's strict route: straight
+/// from the rows into their final int64 buffers (sized once, written once), only for the usual
+/// batch, a list of exact dicts whose every value under `keys` is a non-empty exact list or
+/// tuple of exact ints in the int64 range. None for anything else (and, with `no_labels`, when
+/// a row holds `labels`, which the caller did not find in the first row), leaving the batch to
+/// the lax route, which then reads it again and reports what is wrong, as it would have.
+/// Giving up runs no Python code and changes nothing.
+fn columns_in_place(reader: &Reader<'_>, keys: &[String], no_labels: bool) -> Option<Vec<Column>> {
+    let rows = reader.rows()?;
+    let py = rows.first()?.py();
     if no_labels {
         let labels = PyString::intern(py, "labels");
         if rows.iter().any(|row| row.contains(&labels).unwrap_or(true)) {
@@ -70,30 +57,17 @@ fn columns_in_place(
     }
     let mut columns = Vec::with_capacity(keys.len());
     for key in keys {
-        let py_key = PyString::new(py, key);
-        let mut values = Vec::with_capacity(rows.len());
+        let values = reader.values(&PyString::new(py, key))?;
+        let lengths = values.token_lengths()?;
+        if lengths.contains(&0) {
+            return None; // the general path decides what an empty row is
+        }
+        let ints = values.concatenated(&lengths)?;
         let mut offsets = Vec::new();
         offsets.try_reserve_exact(rows.len() + 1).ok()?;
         offsets.push(0usize);
-        for row in &rows {
-            let value = row.get_item(&py_key).ok()??;
-            let (length, is_list) = exact_sequence(&value)?;
-            if length == 0 {
-                return None; // the general path decides what an empty row is
-            }
-            offsets.push(offsets.last()?.checked_add(length)?);
-            values.push((value, is_list));
-        }
-        let mut ints = Vec::new();
-        ints.try_reserve_exact(*offsets.last()?).ok()?;
-        for ((value, is_list), w) in values.iter().zip(offsets.windows(2)) {
-            let length = w[1] - w[0];
-            let appended = pad::append_to_vec(&mut ints, length, |slots| {
-                ints::append_exact_ints(value, *is_list, slots, length)
-            });
-            if !appended {
-                return None;
-            }
+        for length in lengths {
+            offsets.push(offsets.last()? + length);
         }
         let mut column = Column::new(key.as_str());
         column.kind = Some(Kind::Int);
@@ -141,10 +115,11 @@ pub fn flatten_batch<'py>(
     if seq_lengths {
         keys.push("seq_lengths".to_string());
     }
-    let columns = match columns_in_place(features, &keys, in_place_only && !labels) {
+    let reader = Reader::new(features);
+    let columns = match columns_in_place(&reader, &keys, in_place_only && !labels) {
         Some(columns) => columns,
         None if in_place_only => return Ok(None),
-        None => gathered_columns(features, &keys, integers_only)?,
+        None => gathered_columns(&reader, features, &keys, integers_only)?,
     };
     let mut columns = columns.into_iter();
     let input_ids = columns
@@ -184,25 +159,23 @@ pub fn flatten_batch<'py>(
     Ok(Some(result))
 }
 
-/// The general path: `keys` read by `gather` (listed as padded keys, so that a value that is
-/// not numbers is an error naming its row, not kept raw). With `integers_only`, a column of
-/// floats or bools is an error naming the first such row (transformers' collator truncates
-/// floats toward zero; TRL's refuses them).
+/// The lax route: `keys` read by the reader's `lax` (padded keys, so that a value that is not
+/// numbers is an error naming its row, not kept raw). With `integers_only`, a column of floats
+/// or bools is an error naming the first such row (transformers' collator truncates floats
+/// toward zero; TRL's refuses them).
 fn gathered_columns(
+    reader: &Reader<'_>,
     features: &Bound<'_, PyAny>,
     keys: &[String],
     integers_only: bool,
 ) -> PyResult<Vec<Column>> {
-    let py = features.py();
-    let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let only_keys = BatchKeys::named(py, keys.to_vec());
-    let (_, gathered) = gather(features, &key_refs, Some(only_keys), KeepRaw::default())?;
+    let columns = reader.lax(keys)?;
     if integers_only {
-        if let Some(g) = gathered.iter().find(|g| not_integers(&g.column)) {
-            let key = g.column.key.clone();
+        if let Some(column) = columns.iter().find(|column| not_integers(column)) {
+            let key = column.key.clone();
             let row = first_non_integer_row(features, &key)?;
             return Err(CollateError::NotIntegers { key, row }.into());
         }
     }
-    Ok(gathered.into_iter().map(|g| g.column).collect())
+    Ok(columns)
 }

@@ -12,10 +12,7 @@ use crate::core::preference::{
     kept, pad_joined, pad_joined_with, write_copy, JoinOptions, JoinedBatch, Lengths, Part,
     Sequences,
 };
-use crate::py::convert::gather::{gather, KeepRaw};
-use crate::py::convert::ints;
-use crate::py::convert::rows::BatchKeys;
-use crate::py::convert::value_kind::exact_sequence;
+use crate::py::convert::reader::{Reader, Values};
 use crate::py::output::numpy_arrays::{matrix, vector};
 
 fn sequences(column: &Column) -> PyResult<Sequences<'_>> {
@@ -46,32 +43,25 @@ fn sequences(column: &Column) -> PyResult<Sequences<'_>> {
 /// the batch to the general path (which reports what is wrong, in row order); nothing here
 /// runs Python code, so giving up changes nothing.
 fn in_place(
-    features: &Bound<'_, PyAny>,
+    reader: &Reader<'_>,
     keys: &[String],
     has_prompt: bool,
     together: bool,
     options: &JoinOptions,
 ) -> Option<Vec<JoinedBatch>> {
-    let rows = features.cast_exact::<PyList>().ok()?;
-    let py = features.py();
-    let py_keys: Vec<_> = keys
-        .iter()
-        .map(|key| pyo3::types::PyString::new(py, key))
-        .collect();
-    let mut values: Vec<Vec<(Bound<'_, PyAny>, bool)>> =
-        vec![Vec::with_capacity(rows.len()); keys.len()];
-    let mut lengths: Vec<Vec<usize>> = vec![Vec::with_capacity(rows.len()); keys.len()];
-    let mut total = 0usize;
-    for row in rows.iter() {
-        let row = row.cast_exact::<PyDict>().ok()?;
-        for ((key, values), lengths) in py_keys.iter().zip(&mut values).zip(&mut lengths) {
-            let value = row.get_item(key).ok()??;
-            let (length, is_list) = exact_sequence(&value)?;
-            total = total.saturating_add(length);
-            values.push((value, is_list));
-            lengths.push(length);
-        }
+    let rows = reader.rows()?;
+    let py = rows.first()?.py();
+    let mut values: Vec<Values<'_>> = Vec::with_capacity(keys.len());
+    let mut lengths: Vec<Vec<usize>> = Vec::with_capacity(keys.len());
+    for key in keys {
+        let key_values = reader.values(&PyString::new(py, key))?;
+        lengths.push(key_values.token_lengths()?);
+        values.push(key_values);
     }
+    let total = lengths
+        .iter()
+        .flatten()
+        .fold(0usize, |total, &length| total.saturating_add(length));
     // Nothing but empty sequences has no element type yet: left to the general path.
     if total == 0 {
         return None;
@@ -102,11 +92,7 @@ fn in_place(
                 Part::Prompt => prompt_values,
                 Part::Completion(index) => completion_values.get(first_set.saturating_add(index)),
             };
-            column
-                .and_then(|column| column.get(row))
-                .is_some_and(|(value, is_list)| {
-                    ints::write_exact_ints_from(value, *is_list, start, place, false)
-                })
+            column.is_some_and(|column| column.write_row_from(row, start, place))
         }
     };
     if together {
@@ -286,10 +272,11 @@ pub fn pad_prompt_completion<'py>(
         keep_end,
         completion_mask,
     };
-    let batches = match in_place(features, &keys, prompt_key.is_some(), together, &options) {
+    let reader = Reader::new(features);
+    let batches = match in_place(&reader, &keys, prompt_key.is_some(), together, &options) {
         Some(batches) => batches,
         None if in_place_only => return Ok(None),
-        None => gathered_and_padded(py, features, prompt_key.is_some(), keys, together, &options)?,
+        None => gathered_and_padded(py, &reader, prompt_key.is_some(), &keys, together, &options)?,
     };
     let mut out = batches
         .into_iter()
@@ -319,20 +306,13 @@ pub fn pad_prompt_completion<'py>(
 /// padded with the interpreter released.
 fn gathered_and_padded(
     py: Python<'_>,
-    features: &Bound<'_, PyAny>,
+    reader: &Reader<'_>,
     has_prompt: bool,
-    keys: Vec<String>,
+    keys: &[String],
     together: bool,
     options: &JoinOptions,
 ) -> PyResult<Vec<JoinedBatch>> {
-    let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let (_, gathered) = gather(
-        features,
-        &key_refs,
-        Some(BatchKeys::named(py, keys.clone())),
-        KeepRaw::default(),
-    )?;
-    let columns: Vec<Column> = gathered.into_iter().map(|g| g.column).collect();
+    let columns: Vec<Column> = reader.lax(keys)?;
     let views = columns
         .iter()
         .map(sequences)

@@ -1,12 +1,12 @@
 //! Binding for TRL's `pad` of token-id lists (`fastcollate.trl.pad_with_mask`): a list of
 //! lists or tuples of ints written straight into the padded int64 matrix, with its attention
-//! mask, without a dict per row or a column in between.
+//! mask, without a dict per row or a column in between (the reader's strict route).
 
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
 use crate::core::pad;
-use crate::py::convert::ints;
+use crate::py::convert::reader::Values;
 use crate::py::output::numpy_arrays::matrix;
 
 /// `(input_ids, attention_mask)`: `sequences` (exact lists or tuples of exact ints) padded
@@ -29,34 +29,17 @@ pub fn pad_sequences<'py>(
     } else {
         return Ok(None);
     };
-    let mut lengths = Vec::with_capacity(items.len());
-    let mut is_list = Vec::with_capacity(items.len());
-    for item in &items {
-        if let Ok(list) = item.cast_exact::<PyList>() {
-            lengths.push(list.len());
-            is_list.push(true);
-        } else if let Ok(tuple) = item.cast_exact::<PyTuple>() {
-            lengths.push(tuple.len());
-            is_list.push(false);
-        } else {
-            return Ok(None);
-        }
-    }
+    let values = Values::of(items);
+    let Some(lengths) = values.token_lengths() else {
+        return Ok(None);
+    };
     let longest = lengths.iter().copied().max().unwrap_or(0);
     if longest == 0 {
         return Ok(None);
     }
     let target = pad::round_up(longest, multiple)?;
     let key = "sequences";
-    let ids = pad::fill_in_place(key, &lengths, target, pad_id, left, |row, out| {
-        match (items.get(row), is_list.get(row), lengths.get(row)) {
-            (Some(item), Some(&list), Some(&length)) => pad::append_slots(out, length, |place| {
-                ints::write_exact_ints(item, list, place)
-            }),
-            _ => false,
-        }
-    })?;
-    let Some(ids) = ids else {
+    let Some(ids) = values.padded(key, &lengths, target, pad_id, left)? else {
         return Ok(None);
     };
     let mask = pad::attention_mask(key, &lengths, target, left)?;
