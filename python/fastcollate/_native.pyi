@@ -194,7 +194,7 @@ def pad_sequences(
     pad_id: int,
     multiple: int | None,
     left: bool,
-) -> tuple[np.ndarray, np.ndarray] | None: ...  # int64 ids and mask; None: not lists of ints
+) -> tuple[np.ndarray, np.ndarray]: ...  # int64 ids and mask; a bad row is an error
 
 def pad_with_labels(
     features: Sequence[Mapping[str, Any]],

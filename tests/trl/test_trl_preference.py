@@ -399,11 +399,20 @@ def test_pad_with_mask_reads_lists_and_tuples_in_place_as_grpo_pads_them(
     assert all(np.array_equal(a, b.numpy()) for a, b in zip(native, ours, strict=True))
 
 
-def test_pad_with_mask_leaves_what_it_cannot_read_in_place_to_the_general_path():
+def test_pad_with_mask_reads_what_it_cannot_write_in_place_the_general_way_in_the_same_call():
+    # The native call takes every batch: rows the strict route refuses (numpy ints, all-empty
+    # rows) are read into a column and padded there; bad rows are an error naming the row.
     left = {"pad_id": 0, "multiple": None, "left": True}
     numpy_ints = [[np.int64(3), 4], [5]]
-    for refused in ([[1], (2,), np.array([3])], [[1.0]], [[True]], [[2**63]], [[]], numpy_ints):
-        assert _native.pad_sequences(refused, **left) is None
+    for padded in (numpy_ints, [[]]):
+        ids, mask = _native.pad_sequences(padded, **left)
+        expected = grpo_padding(padded, 0, "left", None)
+        assert ids.dtype == mask.dtype == np.int64
+        assert_same_value("ids", torch.from_numpy(ids), expected[0].to(torch.int64))
+        assert_same_value("mask", torch.from_numpy(mask), expected[1])
+    for refused in ([[1], (2,), np.array([3])], [[1.0]], [[True]], [[2**63]]):
+        with pytest.raises((TypeError, ValueError), match=r"'sequences' in row \d"):
+            _native.pad_sequences(refused, **left)
     ids_, mask = pad_with_mask(numpy_ints, 0, "left")
     expected = grpo_padding(numpy_ints, 0, "left", None)
     assert_same_value("ids", ids_, expected[0])
