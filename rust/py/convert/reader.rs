@@ -14,6 +14,7 @@
 //!   data: `CollateError`).
 //!
 //! A binding asks the strict route first and falls back to the lax one inside the same call.
+//! `collate_rows` is `collate`'s strict route on top of it: whole pad groups (and int labels).
 
 use numpy::{PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;

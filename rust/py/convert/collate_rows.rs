@@ -1,4 +1,4 @@
-//! Pad groups written straight into their outputs: each row's values go from the Python row
+//! `collate`'s strict route: pad groups written straight into their outputs: each row's values go from the Python row
 //! (a list or tuple of ints, a 1-d integer numpy array, or a slice of the key's concatenated
 //! torch tensors) into the row's place in the padded int64 buffer, with no column in between.
 //!
@@ -18,7 +18,7 @@ use crate::core::sizes;
 
 use super::array_values::{self, IntElement, IntValuesVisitor};
 use super::dlpack;
-use super::reader::{values_of, AppendFirst, Values};
+use super::reader::{classify, values_of, AppendFirst, ValueKind, Values};
 use super::tensor_concat::{concatenate_tensors, ConcatenatedRows};
 use super::tensor_ints::{self, TensorInts};
 use super::torch;
@@ -349,7 +349,7 @@ pub fn int_scalars(
     }
     let first = rows.first()?.get_item(key).ok()??;
     let py = first.py();
-    let tensor_type = if first.is_exact_instance_of::<PyInt>() {
+    let tensor_type = if classify(&first) == ValueKind::Int {
         None
     } else {
         let tensor_type = torch::torch_tensor_type(py).filter(|_| !keep_arrays)?;
