@@ -219,9 +219,9 @@ def flatten_batch(
     skip_empty: bool = False,  # empty rows add no sequence instead of raising (TRL)
     drop_empty: bool = False,  # empty rows are left out, labels and all (transformers 5.24)
     seq_lengths: bool = False,  # rows hold the sequences their "seq_lengths" give (pre-packed)
-    in_place_only: bool = False,  # None unless every row is read in place (lists of ints)
-) -> dict[str, Any] | None: ...  # input_ids, labels, [position_ids], [seq_idx], [cu_seq_lens,
-# max_length]; None only with in_place_only
+    labels_from_ids: bool = False,  # labels: whether any row has them; a row without, its ids
+) -> dict[str, Any]: ...  # input_ids, labels, [position_ids], [seq_idx], [cu_seq_lens,
+# max_length], read_strictly (the rows read straight, all lists/tuples of ints: int64 is theirs)
 
 # One Arrow array of a column: (rows, offsets (int32/int64, rows + 1) or None for one value per
 # row, values type ("int8".."uint64", "float16" as uint16 bits, "float32", "float64", "bool" as a

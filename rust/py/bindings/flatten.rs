@@ -1,6 +1,7 @@
 //! Binding for the flattening collator: reads `input_ids` (and `labels`) once, packs them with
 //! the interpreter released, and hands the packed buffers to numpy without copying.
 
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
@@ -8,7 +9,7 @@ use crate::core::column::{Column, Kind, Shape};
 use crate::core::error::CollateError;
 use crate::core::flatten::{flatten as pack, EmptyRows, FlattenOptions};
 use crate::py::convert::gather::{gather, KeepRaw};
-use crate::py::convert::reader::Reader;
+use crate::py::convert::reader::{Reader, Values};
 use crate::py::convert::rows::BatchKeys;
 use crate::py::output::numpy_arrays::{matrix, vector};
 
@@ -42,22 +43,27 @@ fn first_non_integer_row(features: &Bound<'_, PyAny>, key: &str) -> PyResult<usi
 /// The columns `gather` would read for `keys`, through the reader's strict route: straight
 /// from the rows into their final int64 buffers (sized once, written once), only for the usual
 /// batch, a list of exact dicts whose every value under `keys` is a non-empty exact list or
-/// tuple of exact ints in the int64 range. None for anything else (and, with `no_labels`, when
-/// a row holds `labels`, which the caller did not find in the first row), leaving the batch to
-/// the lax route, which then reads it again and reports what is wrong, as it would have.
-/// Giving up runs no Python code and changes nothing.
-fn columns_in_place(reader: &Reader<'_>, keys: &[String], no_labels: bool) -> Option<Vec<Column>> {
+/// tuple of exact ints in the int64 range (with `labels_from_ids`, a row without `labels` takes
+/// its `input_ids`, the first key). None for anything else, leaving the batch to the lax route,
+/// which then reads it again and reports what is wrong, as it would have. Giving up runs no
+/// Python code and changes nothing.
+fn columns_in_place(
+    reader: &Reader<'_>,
+    keys: &[String],
+    labels_from_ids: bool,
+) -> Option<Vec<Column>> {
     let rows = reader.rows()?;
     let py = rows.first()?.py();
-    if no_labels {
-        let labels = PyString::intern(py, "labels");
-        if rows.iter().any(|row| row.contains(&labels).unwrap_or(true)) {
-            return None;
-        }
-    }
     let mut columns = Vec::with_capacity(keys.len());
+    let mut read: Vec<Values<'_>> = Vec::with_capacity(keys.len());
     for key in keys {
-        let values = reader.values(&PyString::new(py, key))?;
+        let py_key = PyString::new(py, key);
+        let values = match read.first() {
+            Some(ids) if labels_from_ids && key == "labels" => {
+                reader.optional_values(&py_key)?.or_from(ids)
+            }
+            _ => reader.values(&py_key)?,
+        };
         let lengths = values.token_lengths()?;
         if lengths.contains(&0) {
             return None; // the general path decides what an empty row is
@@ -75,22 +81,58 @@ fn columns_in_place(reader: &Reader<'_>, keys: &[String], no_labels: bool) -> Op
         column.ints = ints;
         column.offsets = offsets;
         columns.push(column);
+        read.push(values);
     }
     Some(columns)
+}
+
+/// Whether any row holds `labels` (`"labels" in row`, in row order).
+fn any_labels(features: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let labels = intern!(features.py(), "labels");
+    for row in features.try_iter()? {
+        if row?.contains(labels)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// The rows for the lax route with TRL's labels: each row without `labels` (but with
+/// `input_ids`) replaced by a new dict of its items and `labels` set to its `input_ids`, as
+/// `{**row, "labels": row["input_ids"]}` makes it; the others as they are.
+fn with_labels_from_ids<'py>(features: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = features.py();
+    let labels = intern!(py, "labels");
+    let ids = intern!(py, "input_ids");
+    let rows = PyList::empty(py);
+    for row in features.try_iter()? {
+        let row = row?;
+        if row.contains(labels)? || !row.contains(ids)? {
+            rows.append(row)?;
+            continue;
+        }
+        let copy = PyDict::new(py);
+        copy.call_method1("update", (&row,))?;
+        copy.set_item(labels, row.get_item(ids)?)?;
+        rows.append(copy)?;
+    }
+    Ok(rows.into_any())
 }
 
 /// Packs a batch into one row (with `seq_lengths`, pre-packed rows: each row's `seq_lengths`
 /// are its sequences): returns a dict with `input_ids`, `labels` (shape `(1, total)`,
 /// int64), and when asked `position_ids` (int64), `seq_idx` (int32, `(1, total)`),
-/// `cu_seq_lens` (int32, `(rows + 1,)`) and `max_length` (an int). The usual batch is read in
-/// place (see `columns_in_place`); with `in_place_only`, any other batch gives None instead of
-/// going through `gather`, and so does one where some row holds `labels` though `labels` is
-/// false (the caller looked at the first row only).
+/// `cu_seq_lens` (int32, `(rows + 1,)`) and `max_length` (an int), and `read_strictly`
+/// (whether the reader's strict route read the rows: every value an exact list or tuple of
+/// ints, so int64 is the rows' own dtype). The usual batch takes the strict route (see
+/// `columns_in_place`), any other the lax one, in the same call. With `labels_from_ids` (TRL's
+/// rule), `labels` is whether any row holds labels, and a row without them takes its input
+/// ids.
 #[pyfunction]
 #[pyo3(signature = (
     features, *, labels, separator_id, position_ids_start, position_ids, seq_idx, cu_seq_lens,
     integers_only=false, skip_empty=false, drop_empty=false, seq_lengths=false,
-    in_place_only=false
+    labels_from_ids=false
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn flatten_batch<'py>(
@@ -106,8 +148,13 @@ pub fn flatten_batch<'py>(
     skip_empty: bool,
     drop_empty: bool,
     seq_lengths: bool,
-    in_place_only: bool,
-) -> PyResult<Option<Bound<'py, PyDict>>> {
+    labels_from_ids: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let labels = if labels_from_ids {
+        any_labels(features)?
+    } else {
+        labels
+    };
     let mut keys = vec!["input_ids".to_string()];
     if labels {
         keys.push("labels".to_string());
@@ -116,9 +163,14 @@ pub fn flatten_batch<'py>(
         keys.push("seq_lengths".to_string());
     }
     let reader = Reader::new(features);
-    let columns = match columns_in_place(&reader, &keys, in_place_only && !labels) {
+    let strict = columns_in_place(&reader, &keys, labels_from_ids && labels);
+    let read_strictly = strict.is_some();
+    let columns = match strict {
         Some(columns) => columns,
-        None if in_place_only => return Ok(None),
+        None if labels_from_ids && labels => {
+            let rows = with_labels_from_ids(features)?;
+            gathered_columns(&Reader::new(&rows), &rows, &keys, integers_only)?
+        }
         None => gathered_columns(&reader, features, &keys, integers_only)?,
     };
     let mut columns = columns.into_iter();
@@ -156,7 +208,8 @@ pub fn flatten_batch<'py>(
         result.set_item("cu_seq_lens", vector(py, values)?)?;
         result.set_item("max_length", packed.max_length)?;
     }
-    Ok(Some(result))
+    result.set_item("read_strictly", read_strictly)?;
+    Ok(result)
 }
 
 /// The lax route: `keys` read by the reader's `lax` (padded keys, so that a value that is not

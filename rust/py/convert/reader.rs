@@ -184,6 +184,22 @@ pub struct OptionalValues<'py> {
     pub present: Vec<bool>,
 }
 
+impl<'py> OptionalValues<'py> {
+    /// The values, each absent one taken from `other`'s same row.
+    pub fn or_from(self, other: &Values<'py>) -> Values<'py> {
+        let mut values = self.values;
+        for (row, present) in self.present.iter().enumerate() {
+            if let (false, Some(value), Some(kind)) =
+                (present, other.values.get(row), other.kinds.get(row))
+            {
+                values.values[row] = value.clone();
+                values.kinds[row] = *kind;
+            }
+        }
+        values
+    }
+}
+
 /// One key's values across the batch, each classified once.
 pub struct Values<'py> {
     values: Vec<Bound<'py, PyAny>>,
