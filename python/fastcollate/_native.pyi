@@ -167,11 +167,10 @@ def pad_prompt_completion(
     max_length: int | None,  # each joined sequence cut to this many tokens
     keep_end: bool,  # keep the last max_length tokens, not the first
     completion_mask: bool = True,  # False: the third matrix is None (not written)
-    in_place_only: bool = False,  # None when the rows are not all exact lists/tuples of ints
     # (key, "float32" | "bool"): one more item each after the matrices, that column as a 1-d
     # array, or None where a row is not an exact dict holding an exact float / bool there
     scalars: Sequence[tuple[str, str]] | None = None,
-) -> list[Any] | None: ...  # (int64 matrices) tuples, then the scalar columns
+) -> list[Any]: ...  # (int64 matrices) tuples, the scalar columns, then read_strictly (a bool)
 
 def pad_frames(
     key: str,

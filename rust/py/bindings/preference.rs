@@ -223,15 +223,16 @@ fn scalar_column<'py>(
 /// `max_length` (from the end with `keep_end`) and padded right with `pad_id`: a list of
 /// `(input_ids, attention_mask, completion_mask)` int64 matrices, one for all the keys padded
 /// together (`together`, rows in key order) or one per key; the completion mask is None
-/// unless `completion_mask`. With `in_place_only`, a batch the rows cannot be read into in
-/// place (see `in_place`) gives None instead of going the general way: the caller then checks
-/// the rows itself, which it need not do for a batch read in place.
+/// unless `completion_mask`. The usual batch takes the reader's strict route (see `in_place`),
+/// any other its lax route, in the same call.
 ///
 /// `scalars`, `(key, kind)` pairs (kind "float32" or "bool"), adds one item per pair after the
 /// matrices: every row's `key` as a 1-d array of that kind, or None where a row is not an
 /// exact dict holding an exact value of that kind (the caller then reads that column itself).
+/// The last item says whether the strict route read the rows (`read_strictly`: every token
+/// value an exact list or tuple of ints, so the caller need not check the rows itself).
 #[pyfunction]
-#[pyo3(signature = (features, prompt_key, completion_keys, *, together, pad_id, multiple, max_length, keep_end, completion_mask = true, in_place_only = false, scalars = None))]
+#[pyo3(signature = (features, prompt_key, completion_keys, *, together, pad_id, multiple, max_length, keep_end, completion_mask = true, scalars = None))]
 #[allow(clippy::too_many_arguments)]
 pub fn pad_prompt_completion<'py>(
     py: Python<'py>,
@@ -244,9 +245,8 @@ pub fn pad_prompt_completion<'py>(
     max_length: Option<usize>,
     keep_end: bool,
     completion_mask: bool,
-    in_place_only: bool,
     scalars: Option<Vec<(String, String)>>,
-) -> PyResult<Option<Vec<Bound<'py, PyAny>>>> {
+) -> PyResult<Vec<Bound<'py, PyAny>>> {
     let scalars = scalars
         .unwrap_or_default()
         .into_iter()
@@ -273,9 +273,10 @@ pub fn pad_prompt_completion<'py>(
         completion_mask,
     };
     let reader = Reader::new(features);
-    let batches = match in_place(&reader, &keys, prompt_key.is_some(), together, &options) {
+    let strict = in_place(&reader, &keys, prompt_key.is_some(), together, &options);
+    let read_strictly = strict.is_some();
+    let batches = match strict {
         Some(batches) => batches,
-        None if in_place_only => return Ok(None),
         None => gathered_and_padded(py, &reader, prompt_key.is_some(), &keys, together, &options)?,
     };
     let mut out = batches
@@ -299,7 +300,8 @@ pub fn pad_prompt_completion<'py>(
             None => py.None().into_bound(py),
         });
     }
-    Ok(Some(out))
+    out.push(PyBool::new(py, read_strictly).to_owned().into_any());
+    Ok(out)
 }
 
 /// The general path: the keys read into columns (which names a bad row), then joined and
