@@ -167,11 +167,10 @@ def pad_prompt_completion(
     max_length: int | None,  # each joined sequence cut to this many tokens
     keep_end: bool,  # keep the last max_length tokens, not the first
     completion_mask: bool = True,  # False: the third matrix is None (not written)
-    in_place_only: bool = False,  # None when the rows are not all exact lists/tuples of ints
     # (key, "float32" | "bool"): one more item each after the matrices, that column as a 1-d
     # array, or None where a row is not an exact dict holding an exact float / bool there
     scalars: Sequence[tuple[str, str]] | None = None,
-) -> list[Any] | None: ...  # (int64 matrices) tuples, then the scalar columns
+) -> list[Any]: ...  # (int64 matrices) tuples, the scalar columns, then read_strictly (a bool)
 
 def pad_frames(
     key: str,
@@ -194,7 +193,7 @@ def pad_sequences(
     pad_id: int,
     multiple: int | None,
     left: bool,
-) -> tuple[np.ndarray, np.ndarray] | None: ...  # int64 ids and mask; None: not lists of ints
+) -> tuple[np.ndarray, np.ndarray]: ...  # int64 ids and mask; a bad row is an error
 
 def pad_with_labels(
     features: Sequence[Mapping[str, Any]],
@@ -219,9 +218,9 @@ def flatten_batch(
     skip_empty: bool = False,  # empty rows add no sequence instead of raising (TRL)
     drop_empty: bool = False,  # empty rows are left out, labels and all (transformers 5.24)
     seq_lengths: bool = False,  # rows hold the sequences their "seq_lengths" give (pre-packed)
-    in_place_only: bool = False,  # None unless every row is read in place (lists of ints)
-) -> dict[str, Any] | None: ...  # input_ids, labels, [position_ids], [seq_idx], [cu_seq_lens,
-# max_length]; None only with in_place_only
+    labels_from_ids: bool = False,  # labels: whether any row has them; a row without, its ids
+) -> dict[str, Any]: ...  # input_ids, labels, [position_ids], [seq_idx], [cu_seq_lens,
+# max_length], read_strictly (the rows read straight, all lists/tuples of ints: int64 is theirs)
 
 # One Arrow array of a column: (rows, offsets (int32/int64, rows + 1) or None for one value per
 # row, values type ("int8".."uint64", "float16" as uint16 bits, "float32", "float64", "bool" as a

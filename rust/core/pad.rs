@@ -450,6 +450,7 @@ impl<'a, T: Copy> Slots<'a, T> {
     }
 
     /// The values written so far.
+    #[cfg(any(test, not(raw_int_reads)))]
     pub fn written(&mut self) -> &mut [T] {
         let written = &mut self.buffer[..self.len];
         // SAFETY: the first `len` slots were written (every method that raises `len` writes
@@ -486,6 +487,7 @@ pub fn append_to_vec<T: Copy>(
 
 /// Appends `length` slots to `out` for `write` to set (a `fill_in_place` row written into a
 /// slice); `false` when `write` gives up.
+#[cfg(test)]
 pub fn append_slots<T: Copy + Default>(
     out: &mut Slots<'_, T>,
     length: usize,

@@ -92,7 +92,6 @@ class DataCollatorWithFlattening(TakesArrowBatches, DefaultDataCollator):
         if packed is None:
             # Empty rows are left out, labels and all, as transformers 5.24 does.
             packed = _native.flatten_batch(features, drop_empty=True, **options)
-            assert packed is not None  # None only under in_place_only
         batch: dict[str, Any] = {"input_ids": packed["input_ids"], "labels": packed["labels"]}
         for key in ("position_ids", "seq_idx"):
             if key in packed:

@@ -75,10 +75,8 @@ class DataCollatorForLanguageModeling(TakesArrowBatches, PtOnly, TRLCollator):
         features = batch_rows(examples, "input_ids")
         pad_token_id, multiple, _ = checked_options(self)
         padding_free = bool(self.padding_free)
-        if padding_free and multiple is None:
-            batch = _flattened_in_place(features)
-            if batch is not None:
-                return batch
+        if padding_free and multiple is None and not isinstance(features, ArrowBatch):
+            return _flattened(features)
         if not padding_free:
             batch = _native.pad_with_labels(
                 features,
@@ -93,8 +91,6 @@ class DataCollatorForLanguageModeling(TakesArrowBatches, PtOnly, TRLCollator):
             features
         )
         features, has_labels = _with_labels(features)
-        if padding_free and multiple is None and not isinstance(features, ArrowBatch):
-            return _flattened(features, has_labels, packed)
 
         keys = ["input_ids", "labels"] if has_labels else ["input_ids"]
         followers = [("labels", -100, True)] if has_labels else []
@@ -172,37 +168,25 @@ _FLATTEN_OPTIONS: dict[str, Any] = {
 }
 
 
-def _flattened_in_place(examples: Any) -> dict[str, Any] | None:
-    """`_flattened`'s batch for the usual one (a list of dicts whose `input_ids`, `labels` and
-    `seq_lengths` are all non-empty lists or tuples of ints, every row with the first row's
-    keys among those), read straight from the rows; None for any other batch, which the caller
-    then checks row by row. Such a batch passes every check the caller would make and its
-    dtypes are int64 (`torch.tensor` of Python ints), so none is made."""
-    if type(examples) is not list or not examples or type(examples[0]) is not dict:
-        return None
-    first = examples[0]
-    flat = _native.flatten_batch(
-        examples,
-        labels="labels" in first,
-        **_FLATTEN_OPTIONS,
-        seq_lengths="seq_lengths" in first,
-        in_place_only=True,
-    )
-    return None if flat is None else _padding_free_batch(flat, None, None)
-
-
-def _flattened(features: Any, has_labels: bool, packed: bool) -> dict[str, Any]:
-    """The padding-free row of a batch, written by the core: -100 at every sequence start,
-    position ids from 0; an empty row adds no sequence. A row holds one sequence, or (`packed`)
-    the ones its `seq_lengths` give, checked to be at least 1 and to add up to the row. Floats
-    and all-bool rows are refused there (transformers' flattening collator truncates floats)."""
+def _flattened(features: Any) -> dict[str, Any]:
+    """The padding-free row of a batch, written by the core in one native call: -100 at every
+    sequence start, position ids from 0; an empty row adds no sequence. A row holds one
+    sequence, or (pre-packed rows, with `seq_lengths` in the first row) the ones its
+    `seq_lengths` give, checked to be at least 1 and to add up to the row. A row without
+    `labels` takes its `input_ids` when another row has labels (TRL's rule). Floats and all-bool
+    rows are refused there (transformers' flattening collator truncates floats). The usual
+    batch (every value a list or tuple of ints) is read straight from the rows, int64 being its
+    dtype; any other keeps its rows' dtypes."""
     flat = _native.flatten_batch(
         features,
-        labels=has_labels,
+        labels=False,
+        labels_from_ids=True,
         **_FLATTEN_OPTIONS,
-        seq_lengths=packed,
+        seq_lengths="seq_lengths" in first_keys(features),
     )
-    assert flat is not None  # None only under in_place_only
+    if flat["read_strictly"]:
+        return _padding_free_batch(flat, None, None)
+    features, has_labels = _with_labels(features)
     ids_dtype = _batch_dtype(features, "input_ids", True)
     labels_dtype = _batch_dtype(features, "labels", True) if has_labels else ids_dtype
     return _padding_free_batch(flat, ids_dtype, labels_dtype)

@@ -237,19 +237,22 @@ def pad_with_mask(
         raise TypeError("pad_with_mask takes a list of sequences of token ids")
     if not sequences:
         raise ValueError("pad_with_mask needs at least one sequence; the list is empty")
-    # Lists of ints are written straight into the padded matrix; anything else (None) takes
-    # the general path, which pads it the same way or names the bad row.
-    native = _native.pad_sequences(sequences, pad_id=padding_value, multiple=multiple, left=left)
-    if native is not None:
-        ids, mask = native
-        return torch.from_numpy(ids), torch.from_numpy(mask)
-    for row, value in enumerate(sequences):
-        if type(value) is not list and not isinstance(value, (list, tuple)):
-            raise TypeError(
-                f"'sequences' in row {row} is a {type(value).__name__}; pad_with_mask takes "
-                "lists of token ids (pad takes tensors)"
-            )
-    ids, mask = padded_ids(sequences, padding_value, multiple, left)
+    # One native call: lists of ints are written straight into the padded matrix, anything
+    # else read into a column and padded (or its bad row named).
+    try:
+        ids, mask = _native.pad_sequences(
+            sequences, pad_id=padding_value, multiple=multiple, left=left
+        )
+    except (TypeError, ValueError):
+        # The rows checked in Python, to name the first bad one as the docs say.
+        for row, value in enumerate(sequences):
+            if not isinstance(value, (list, tuple)):
+                raise TypeError(
+                    f"'sequences' in row {row} is a {type(value).__name__}; pad_with_mask "
+                    "takes lists of token ids (pad takes tensors)"
+                ) from None
+        _find_bad_row(sequences, lambda row: f"'sequences' in row {row}")
+        raise
     return torch.from_numpy(ids), torch.from_numpy(mask)
 
 

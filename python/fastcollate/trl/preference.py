@@ -170,7 +170,7 @@ def _padded_prompt_completion(
     call refuses the batch, `report_bad_row()` pads the joined sequences the slow way to raise
     an error that names the row; the native error is raised if it does not."""
     try:
-        # Never None here: only `in_place_only` (not passed) makes it None.
+        # The last item says which route read the rows; the matrices are the same either way.
         return cast(
             "list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]",
             _native.pad_prompt_completion(
@@ -183,15 +183,15 @@ def _padded_prompt_completion(
                 max_length=max_length,
                 keep_end=keep_end,
                 completion_mask=completion_mask,
-            ),
+            )[:-1],
         )
     except (TypeError, ValueError, OverflowError):
         report_bad_row()
         raise
 
 
-def _read_in_place(
-    examples: Any,
+def _read_once(
+    examples: list[Any],
     prompt_key: str | None,
     completion_keys: list[str],
     together: bool,
@@ -200,33 +200,32 @@ def _read_in_place(
     max_length: int | None,
     keep_end: bool,
     completion_mask: bool,
-    scalars: list[tuple[str, str]] | None = None,
-) -> tuple[list[Any], list[np.ndarray | None]] | None:
-    """`_padded_prompt_completion`'s matrices for the usual batch (a list of dicts whose token
-    values are all lists or tuples of ints), read straight from the rows, and for each
-    `(key, kind)` of `scalars` (kind "float32": exact floats, "bool": exact bools) that column
-    read in the same call, or None where the rows do not all hold such a value (the caller
-    reads that column itself). None for any other batch, which the caller then checks row by
-    row. Such a batch passes every check the caller would make, so none is made."""
-    if type(examples) is not list:
+    scalars: list[tuple[str, str]],
+) -> tuple[list[Any], list[np.ndarray | None], bool] | None:
+    """`_padded_prompt_completion`'s matrices for a list of dicts, in one native call, with
+    each `(key, kind)` of `scalars` (kind "float32": exact floats, "bool": exact bools) read in
+    the same call (None where the rows do not all hold such a value: the caller reads that
+    column itself), and whether the strict route read the rows (every token value a list or
+    tuple of ints: such a batch passes every check the caller would make, so none is made).
+    None when the call refuses the batch: the caller then checks the rows, naming the bad one."""
+    try:
+        read = _native.pad_prompt_completion(
+            examples,
+            prompt_key,
+            completion_keys,
+            together=together,
+            pad_id=pad_token_id,
+            multiple=multiple,
+            max_length=max_length,
+            keep_end=keep_end,
+            completion_mask=completion_mask,
+            scalars=scalars,
+        )
+    except (TypeError, ValueError, OverflowError):
         return None
-    read = _native.pad_prompt_completion(
-        examples,
-        prompt_key,
-        completion_keys,
-        together=together,
-        pad_id=pad_token_id,
-        multiple=multiple,
-        max_length=max_length,
-        keep_end=keep_end,
-        completion_mask=completion_mask,
-        in_place_only=True,
-        scalars=scalars,
-    )
-    if read is None:
-        return None
-    split = len(read) - len(scalars or ())
-    return read[:split], read[split:]
+    *read, read_strictly = read
+    split = len(read) - len(scalars)
+    return read[:split], read[split:], read_strictly
 
 
 def _scalar(
@@ -251,12 +250,15 @@ def _preference_from_rows(
     multiple: int | None,
     max_length: int | None,
     keep_end: bool,
+    padded: list[Any] | None = None,
 ) -> list[Any]:
     """DPO's padded matrices (`completions`: the chosen and rejected columns), every row
-    checked (and a bad one named)."""
+    checked (and a bad one named); `padded`, when given, the matrices the lax route made."""
     keys = (completions[0][1], completions[1][1])
     prompts = _token_lists(rows, "prompt_ids")
     chosen, rejected = (_token_lists(rows, key) for key in keys)
+    if padded is not None:
+        return padded
 
     def report_bad_row() -> None:
         chosen_sequences, _ = _prompt_and_completion(prompts, chosen, max_length, keep_end)
@@ -310,6 +312,7 @@ def _reward_from_rows(
     multiple: int | None,
     max_length: int | None,
     keep_end: bool,
+    padded: list[Any] | None = None,
 ) -> list[tuple[torch.Tensor, torch.Tensor, None]]:
     """The reward collator's `input_ids` and `attention_mask` (and no completion mask) of rows
     that are not all lists of ints: in the first chosen row's dtype, each row checked (and a
@@ -321,17 +324,21 @@ def _reward_from_rows(
         for key, values in zip(keys, (chosen, rejected), strict=True):
             for row, value in enumerate(values):
                 _row_dtype(value, key, row)
-    ((input_ids, attention_mask, _),) = _padded_prompt_completion(
-        rows,
-        None,
-        list(keys),
-        True,
-        pad_token_id,
-        multiple,
-        None,
-        False,
-        lambda: _padded_pairs(chosen, rejected, keys, pad_token_id, multiple),
-        completion_mask=False,
+    ((input_ids, attention_mask, _),) = (
+        padded
+        if padded is not None
+        else _padded_prompt_completion(
+            rows,
+            None,
+            list(keys),
+            True,
+            pad_token_id,
+            multiple,
+            None,
+            False,
+            lambda: _padded_pairs(chosen, rejected, keys, pad_token_id, multiple),
+            completion_mask=False,
+        )
     )
     return [
         (
@@ -349,12 +356,16 @@ def _unpaired_from_rows(
     multiple: int | None,
     max_length: int | None,
     keep_end: bool,
+    padded: list[Any] | None = None,
 ) -> list[Any]:
     """The padded matrices of KTO's `(prefix, key)` sets (those in the first row), every row
-    checked (and a bad one named). KTO keeps the start: `keep_end` is False."""
+    checked (and a bad one named); `padded`, when given, the matrices the lax route made. KTO
+    keeps the start: `keep_end` is False."""
     prompts = _token_lists(rows, "prompt_ids")
     keys = [key for _, key in sets]
     completions = [_token_lists(rows, key) for key in keys]
+    if padded is not None:
+        return padded
 
     def report_bad_row() -> None:
         columns = [
@@ -495,8 +506,11 @@ class _Layout:
     truncation_mode: bool
     scalars: tuple[_Scalar, ...]
     # The padded matrices of a batch that is not read in place, every row checked (a bad one
-    # named): (rows, completions, pad_token_id, multiple, max_length, keep_end).
-    from_rows: Callable[[list[Any], list[Any], int, int | None, int | None, bool], list[Any]]
+    # named): (rows, completions, pad_token_id, multiple, max_length, keep_end, padded), where
+    # `padded` is what the lax route already made of the rows (None: pad them here).
+    from_rows: Callable[
+        [list[Any], list[Any], int, int | None, int | None, bool, list[Any] | None], list[Any]
+    ]
     # The output read from an ArrowBatch, or None where the rows must decide.
     from_arrow: Callable[[Any, ArrowBatch], dict[str, Any] | None]
 
@@ -536,7 +550,7 @@ class _PreferenceTorchCall:
         first = _first_dict(examples)
         completions = layout.completions_in(first)
         scalars = layout.scalars_in_place(first)
-        read = completions and _read_in_place(
+        read = completions and _read_once(
             examples,
             layout.prompt,
             [key for _, key in completions],
@@ -548,15 +562,23 @@ class _PreferenceTorchCall:
             layout.completion_mask,
             scalars,
         )
-        if read:
+        if read and read[2]:
             rows = examples
-            padded, values = read
+            padded, values, _ = read
             columns = {key: value for (key, _), value in zip(scalars, values, strict=True)}
         else:
+            # Read by the lax route (its matrices, checked here as the rows are), or refused
+            # (None: the rows checked and padded here, which names the bad one).
             rows = _rows(examples)
             completions = layout.completions_in(rows[0])
             padded = layout.from_rows(
-                rows, completions, pad_token_id, multiple, max_length, keep_end
+                rows,
+                completions,
+                pad_token_id,
+                multiple,
+                max_length,
+                keep_end,
+                read[0] if read else None,
             )
             columns = {}
         prefixes = [""] if layout.together else [prefix for prefix, _ in completions]

@@ -1,5 +1,6 @@
-//! The `collate` binding: pads the groups it can straight from the rows (`in_place`), gathers
-//! the rest into columns for the core, and hands every output to numpy.
+//! The `collate` binding: pads the groups it can straight from the rows (the reader's strict
+//! route, `collate_rows`), gathers the rest into columns for the core (its lax route),
+//! and hands every output to numpy.
 
 use std::collections::HashMap;
 use std::ptr;
@@ -13,9 +14,10 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
 use crate::core::error::CollateError;
 use crate::core::pad::{self, DType, Layout, Output, PadGroup, Plan};
 
+use crate::py::convert::collate_rows;
 use crate::py::convert::gather::{gather, KeepRaw};
-use crate::py::convert::in_place;
 use crate::py::convert::pad_plan::{build_plan, PyPadGroup};
+use crate::py::convert::reader;
 use crate::py::convert::rows::{check_no_later_keys, BatchKeys};
 use crate::py::convert::torch;
 use crate::py::output::numpy_arrays::output_to_py;
@@ -38,9 +40,9 @@ struct InPlace<'py> {
     rest_groups: Vec<PadGroup>,
 }
 
-/// Pads the groups it can straight from the rows (see `in_place`), for a list or tuple of
-/// exact dicts. `None`: nothing was padded in place (other rows, or no group qualified), and
-/// the whole batch goes the general way.
+/// Pads the groups it can straight from the rows (see `collate_rows`), for a list or
+/// tuple of exact dicts. `None`: nothing was padded in place (other rows, or no group
+/// qualified), and the whole batch goes the general way.
 fn pad_groups_in_place<'py>(
     features: &Bound<'py, PyAny>,
     plan: &Plan,
@@ -48,28 +50,9 @@ fn pad_groups_in_place<'py>(
     only_keys: &Option<BatchKeys<'py>>,
 ) -> PyResult<Option<InPlace<'py>>> {
     // The rows as exact dicts, read in one pass.
-    let size = if let Ok(list) = features.cast_exact::<PyList>() {
-        list.len()
-    } else if let Ok(tuple) = features.cast_exact::<PyTuple>() {
-        tuple.len()
-    } else {
+    let Some(rows) = reader::exact_dicts(features) else {
         return Ok(None);
     };
-    let mut rows: Vec<Bound<'py, PyDict>> = Vec::with_capacity(size);
-    let mut take = |row: Bound<'py, PyAny>| match row.cast_into_exact::<PyDict>() {
-        Ok(row) => {
-            rows.push(row);
-            true
-        }
-        Err(_) => false,
-    };
-    let all_dicts = match features.cast_exact::<PyList>() {
-        Ok(list) => list.iter().all(&mut take),
-        Err(_) => features.cast_exact::<PyTuple>()?.iter().all(&mut take),
-    };
-    if !all_dicts {
-        return Ok(None);
-    }
     let Some(first) = rows.first() else {
         return Ok(None);
     };
@@ -91,7 +74,7 @@ fn pad_groups_in_place<'py>(
     let mut outputs = Vec::with_capacity(keys.names.len() + plan.groups.len());
     let mut rest_groups = Vec::new();
     for group in &plan.groups {
-        match in_place::pad_group(&rows, &keys.names, &keys.objects, group, plan) {
+        match collate_rows::pad_group(&rows, &keys.names, &keys.objects, group, plan) {
             Some(group_outputs) => outputs.extend(group_outputs),
             None => rest_groups.push(group.clone()),
         }
@@ -330,7 +313,8 @@ fn collate_with<'py>(
                 if padded_keys.contains(&name.as_str()) {
                     continue;
                 }
-                if let Some(output) = in_place::int_scalars(&rows, object, name, plan, keep.arrays)
+                if let Some(output) =
+                    collate_rows::int_scalars(&rows, object, name, plan, keep.arrays)
                 {
                     outputs.push(output);
                 }

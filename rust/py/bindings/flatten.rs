@@ -1,17 +1,16 @@
 //! Binding for the flattening collator: reads `input_ids` (and `labels`) once, packs them with
 //! the interpreter released, and hands the packed buffers to numpy without copying.
 
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
 use crate::core::column::{Column, Kind, Shape};
 use crate::core::error::CollateError;
 use crate::core::flatten::{flatten as pack, EmptyRows, FlattenOptions};
-use crate::core::pad;
 use crate::py::convert::gather::{gather, KeepRaw};
-use crate::py::convert::ints;
+use crate::py::convert::reader::{Reader, Values};
 use crate::py::convert::rows::BatchKeys;
-use crate::py::convert::value_kind::exact_sequence;
 use crate::py::output::numpy_arrays::{matrix, vector};
 
 fn one_row<T>(py: Python<'_>, values: Vec<T>) -> PyResult<Bound<'_, PyAny>>
@@ -41,59 +40,40 @@ fn first_non_integer_row(features: &Bound<'_, PyAny>, key: &str) -> PyResult<usi
     Ok(0)
 }
 
-/// The columns `gather` would read for `keys`, read straight from the rows into their final
-/// int64 buffers (sized once, written once): only for the usual batch, a list of exact dicts
-/// whose every value under `keys` is a non-empty exact list or tuple of exact ints in the
-/// int64 range. None for anything else (and, with `no_labels`, when a row holds `labels`,
-/// which the caller did not find in the first row), leaving the batch to `gather`, which then
-/// reads it again and reports what is wrong, as it would have. Giving up runs no Python code
-/// and changes nothing.
+/// The columns `gather` would read for `keys`, through the reader's strict route: straight
+/// from the rows into their final int64 buffers (sized once, written once), only for the usual
+/// batch, a list of exact dicts whose every value under `keys` is a non-empty exact list or
+/// tuple of exact ints in the int64 range (with `labels_from_ids`, a row without `labels` takes
+/// its `input_ids`, the first key). None for anything else, leaving the batch to the lax route,
+/// which then reads it again and reports what is wrong, as it would have. Giving up runs no
+/// Python code and changes nothing.
 fn columns_in_place(
-    features: &Bound<'_, PyAny>,
+    reader: &Reader<'_>,
     keys: &[String],
-    no_labels: bool,
+    labels_from_ids: bool,
 ) -> Option<Vec<Column>> {
-    let py = features.py();
-    let rows = features.cast_exact::<PyList>().ok()?;
-    let rows: Vec<Bound<'_, PyDict>> = rows
-        .iter()
-        .map(|row| row.cast_exact::<PyDict>().ok().cloned())
-        .collect::<Option<_>>()?;
-    if rows.is_empty() {
-        return None;
-    }
-    if no_labels {
-        let labels = PyString::intern(py, "labels");
-        if rows.iter().any(|row| row.contains(&labels).unwrap_or(true)) {
-            return None;
-        }
-    }
+    let rows = reader.rows()?;
+    let py = rows.first()?.py();
     let mut columns = Vec::with_capacity(keys.len());
+    let mut read: Vec<Values<'_>> = Vec::with_capacity(keys.len());
     for key in keys {
         let py_key = PyString::new(py, key);
-        let mut values = Vec::with_capacity(rows.len());
+        let values = match read.first() {
+            Some(ids) if labels_from_ids && key == "labels" => {
+                reader.optional_values(&py_key)?.or_from(ids)
+            }
+            _ => reader.values(&py_key)?,
+        };
+        let lengths = values.token_lengths()?;
+        if lengths.contains(&0) {
+            return None; // the general path decides what an empty row is
+        }
+        let ints = values.concatenated(&lengths)?;
         let mut offsets = Vec::new();
         offsets.try_reserve_exact(rows.len() + 1).ok()?;
         offsets.push(0usize);
-        for row in &rows {
-            let value = row.get_item(&py_key).ok()??;
-            let (length, is_list) = exact_sequence(&value)?;
-            if length == 0 {
-                return None; // the general path decides what an empty row is
-            }
-            offsets.push(offsets.last()?.checked_add(length)?);
-            values.push((value, is_list));
-        }
-        let mut ints = Vec::new();
-        ints.try_reserve_exact(*offsets.last()?).ok()?;
-        for ((value, is_list), w) in values.iter().zip(offsets.windows(2)) {
-            let length = w[1] - w[0];
-            let appended = pad::append_to_vec(&mut ints, length, |slots| {
-                ints::append_exact_ints(value, *is_list, slots, length)
-            });
-            if !appended {
-                return None;
-            }
+        for length in lengths {
+            offsets.push(offsets.last()? + length);
         }
         let mut column = Column::new(key.as_str());
         column.kind = Some(Kind::Int);
@@ -101,22 +81,58 @@ fn columns_in_place(
         column.ints = ints;
         column.offsets = offsets;
         columns.push(column);
+        read.push(values);
     }
     Some(columns)
+}
+
+/// Whether any row holds `labels` (`"labels" in row`, in row order).
+fn any_labels(features: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let labels = intern!(features.py(), "labels");
+    for row in features.try_iter()? {
+        if row?.contains(labels)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// The rows for the lax route with TRL's labels: each row without `labels` (but with
+/// `input_ids`) replaced by a new dict of its items and `labels` set to its `input_ids`, as
+/// `{**row, "labels": row["input_ids"]}` makes it; the others as they are.
+fn with_labels_from_ids<'py>(features: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = features.py();
+    let labels = intern!(py, "labels");
+    let ids = intern!(py, "input_ids");
+    let rows = PyList::empty(py);
+    for row in features.try_iter()? {
+        let row = row?;
+        if row.contains(labels)? || !row.contains(ids)? {
+            rows.append(row)?;
+            continue;
+        }
+        let copy = PyDict::new(py);
+        copy.call_method1("update", (&row,))?;
+        copy.set_item(labels, row.get_item(ids)?)?;
+        rows.append(copy)?;
+    }
+    Ok(rows.into_any())
 }
 
 /// Packs a batch into one row (with `seq_lengths`, pre-packed rows: each row's `seq_lengths`
 /// are its sequences): returns a dict with `input_ids`, `labels` (shape `(1, total)`,
 /// int64), and when asked `position_ids` (int64), `seq_idx` (int32, `(1, total)`),
-/// `cu_seq_lens` (int32, `(rows + 1,)`) and `max_length` (an int). The usual batch is read in
-/// place (see `columns_in_place`); with `in_place_only`, any other batch gives None instead of
-/// going through `gather`, and so does one where some row holds `labels` though `labels` is
-/// false (the caller looked at the first row only).
+/// `cu_seq_lens` (int32, `(rows + 1,)`) and `max_length` (an int), and `read_strictly`
+/// (whether the reader's strict route read the rows: every value an exact list or tuple of
+/// ints, so int64 is the rows' own dtype). The usual batch takes the strict route (see
+/// `columns_in_place`), any other the lax one, in the same call. With `labels_from_ids` (TRL's
+/// rule), `labels` is whether any row holds labels, and a row without them takes its input
+/// ids.
 #[pyfunction]
 #[pyo3(signature = (
     features, *, labels, separator_id, position_ids_start, position_ids, seq_idx, cu_seq_lens,
     integers_only=false, skip_empty=false, drop_empty=false, seq_lengths=false,
-    in_place_only=false
+    labels_from_ids=false
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn flatten_batch<'py>(
@@ -132,8 +148,13 @@ pub fn flatten_batch<'py>(
     skip_empty: bool,
     drop_empty: bool,
     seq_lengths: bool,
-    in_place_only: bool,
-) -> PyResult<Option<Bound<'py, PyDict>>> {
+    labels_from_ids: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let labels = if labels_from_ids {
+        any_labels(features)?
+    } else {
+        labels
+    };
     let mut keys = vec!["input_ids".to_string()];
     if labels {
         keys.push("labels".to_string());
@@ -141,10 +162,16 @@ pub fn flatten_batch<'py>(
     if seq_lengths {
         keys.push("seq_lengths".to_string());
     }
-    let columns = match columns_in_place(features, &keys, in_place_only && !labels) {
+    let reader = Reader::new(features);
+    let strict = columns_in_place(&reader, &keys, labels_from_ids && labels);
+    let read_strictly = strict.is_some();
+    let columns = match strict {
         Some(columns) => columns,
-        None if in_place_only => return Ok(None),
-        None => gathered_columns(features, &keys, integers_only)?,
+        None if labels_from_ids && labels => {
+            let rows = with_labels_from_ids(features)?;
+            gathered_columns(&Reader::new(&rows), &rows, &keys, integers_only)?
+        }
+        None => gathered_columns(&reader, features, &keys, integers_only)?,
     };
     let mut columns = columns.into_iter();
     let input_ids = columns
@@ -181,28 +208,27 @@ pub fn flatten_batch<'py>(
         result.set_item("cu_seq_lens", vector(py, values)?)?;
         result.set_item("max_length", packed.max_length)?;
     }
-    Ok(Some(result))
+    result.set_item("read_strictly", read_strictly)?;
+    Ok(result)
 }
 
-/// The general path: `keys` read by `gather` (listed as padded keys, so that a value that is
-/// not numbers is an error naming its row, not kept raw). With `integers_only`, a column of
-/// floats or bools is an error naming the first such row (transformers' collator truncates
-/// floats toward zero; TRL's refuses them).
+/// The lax route: `keys` read by the reader's `lax` (padded keys, so that a value that is not
+/// numbers is an error naming its row, not kept raw). With `integers_only`, a column of floats
+/// or bools is an error naming the first such row (transformers' collator truncates floats
+/// toward zero; TRL's refuses them).
 fn gathered_columns(
+    reader: &Reader<'_>,
     features: &Bound<'_, PyAny>,
     keys: &[String],
     integers_only: bool,
 ) -> PyResult<Vec<Column>> {
-    let py = features.py();
-    let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let only_keys = BatchKeys::named(py, keys.to_vec());
-    let (_, gathered) = gather(features, &key_refs, Some(only_keys), KeepRaw::default())?;
+    let columns = reader.lax(keys)?;
     if integers_only {
-        if let Some(g) = gathered.iter().find(|g| not_integers(&g.column)) {
-            let key = g.column.key.clone();
+        if let Some(column) = columns.iter().find(|column| not_integers(column)) {
+            let key = column.key.clone();
             let row = first_non_integer_row(features, &key)?;
             return Err(CollateError::NotIntegers { key, row }.into());
         }
     }
-    Ok(gathered.into_iter().map(|g| g.column).collect())
+    Ok(columns)
 }

@@ -6,83 +6,57 @@
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::PyDict;
 
 use crate::core::pad::{self, Data, Layout, Output, Strategy};
 
-use crate::py::convert::ints;
-use crate::py::convert::value_kind::exact_sequence;
+use crate::py::convert::reader::{OptionalValues, Reader, Values};
 use crate::py::output::torch_tensors;
 
-/// One row as it will be read: its `input_ids`, and its `labels` when it has them.
-struct Row<'py> {
-    ids: Bound<'py, PyAny>,
-    ids_are_list: bool,
-    labels: Option<(Bound<'py, PyAny>, bool)>,
-}
-
-/// The rows when they are the usual batch: a non-empty exact list of exact dicts, each with
-/// `input_ids` a non-empty exact list or tuple, and `labels` (where present) one of the same
-/// length; with `position_ids`, a first row without `seq_lengths` (pre-packed rows count their
-/// positions otherwise). The values themselves are checked while they are written.
+/// The usual batch as the reader's strict route takes it: a non-empty exact list or tuple of
+/// exact dicts, each with `input_ids` a non-empty exact list or tuple, and `labels` (where
+/// present) one of the same length; with `position_ids`, a first row without `seq_lengths`
+/// (pre-packed rows count their positions otherwise). The values themselves are checked while
+/// they are written.
 fn usual_rows<'py>(
     features: &Bound<'py, PyAny>,
     position_ids: bool,
-) -> Option<(Vec<Row<'py>>, Vec<usize>)> {
+) -> Option<(Values<'py>, OptionalValues<'py>, Vec<usize>)> {
     let py = features.py();
-    let list = features.cast_exact::<PyList>().ok()?;
-    let ids_key = intern!(py, "input_ids");
-    let labels_key = intern!(py, "labels");
-    let mut rows = Vec::with_capacity(list.len());
-    let mut lengths = Vec::with_capacity(list.len());
-    for (index, item) in list.iter().enumerate() {
-        let row = item.cast_exact::<PyDict>().ok()?;
-        if index == 0 && position_ids && row.contains(intern!(py, "seq_lengths")).unwrap_or(true) {
-            return None;
-        }
-        let ids = row.get_item(ids_key).ok()??;
-        let (length, ids_are_list) = exact_sequence(&ids)?;
-        if length == 0 {
-            return None; // the general path decides what an empty row is
-        }
-        let labels = match row.get_item(labels_key).ok()? {
-            None => None,
-            Some(labels) => {
-                let (labels_length, is_list) = exact_sequence(&labels)?;
-                if labels_length != length {
-                    return None;
-                }
-                Some((labels, is_list))
-            }
-        };
-        rows.push(Row {
-            ids,
-            ids_are_list,
-            labels,
-        });
-        lengths.push(length);
+    let reader = Reader::new(features);
+    let first = reader.rows()?.first()?;
+    if position_ids && first.contains(intern!(py, "seq_lengths")).unwrap_or(true) {
+        return None;
     }
-    (!rows.is_empty()).then_some((rows, lengths))
+    let ids = reader.values(intern!(py, "input_ids"))?;
+    let lengths = ids.token_lengths()?;
+    if lengths.contains(&0) {
+        return None; // the general path decides what an empty row is
+    }
+    let labels = reader.optional_values(intern!(py, "labels"))?;
+    let label_lengths = labels.values.token_lengths_where(&labels.present)?;
+    let fits = label_lengths
+        .iter()
+        .zip(&lengths)
+        .all(|(labels, ids)| labels.is_none_or(|length| length == *ids));
+    fits.then_some((ids, labels, lengths))
 }
 
 /// The buffers of the batch: input ids, labels, position ids (when asked), attention mask; None
 /// when a value is not an exact int in the int64 range, or the batch cannot be padded (the
 /// general path reports either).
 fn written(
-    rows: &[Row<'_>],
+    ids: &Values<'_>,
+    labels: &OptionalValues<'_>,
     lengths: &[usize],
     pad_id: i64,
     multiple: Option<usize>,
     position_ids: bool,
 ) -> Option<(usize, Vec<Vec<i64>>)> {
     let target = pad::target_length("input_ids", lengths, Strategy::Longest, multiple).ok()??;
-    let input_ids = pad::fill_in_place("input_ids", lengths, target, pad_id, false, |row, out| {
-        let Some(values) = rows.get(row) else {
-            return false;
-        };
-        ints::append_exact_ints(&values.ids, values.ids_are_list, out, lengths[row])
-    })
-    .ok()??;
+    let input_ids = ids
+        .padded("input_ids", lengths, target, pad_id, false)
+        .ok()??;
     // A row without labels takes its input ids (TRL's `example.get("labels", input_ids)`).
     let labels = pad::fill_in_place(
         "labels",
@@ -90,11 +64,9 @@ fn written(
         target,
         -100,
         false,
-        |row, out| match rows.get(row).map(|values| &values.labels) {
-            Some(Some((labels, is_list))) => {
-                ints::append_exact_ints(labels, *is_list, out, lengths[row])
-            }
-            Some(None) => {
+        |row, out| match labels.present.get(row) {
+            Some(true) => labels.values.append_row(row, out, lengths[row]),
+            Some(false) => {
                 let start = row.checked_mul(target);
                 let ids = start.and_then(|s| input_ids.get(s..s.checked_add(lengths[row])?));
                 ids.map(|ids| out.extend_from_slice(ids)).is_some()
@@ -126,10 +98,11 @@ pub fn pad_with_labels<'py>(
     position_ids: bool,
     to_tensor: &Bound<'py, PyAny>,
 ) -> PyResult<Option<Bound<'py, PyDict>>> {
-    let Some((rows, lengths)) = usual_rows(features, position_ids) else {
+    let Some((ids, labels, lengths)) = usual_rows(features, position_ids) else {
         return Ok(None);
     };
-    let Some((width, buffers)) = written(&rows, &lengths, pad_id, multiple, position_ids) else {
+    let Some((width, buffers)) = written(&ids, &labels, &lengths, pad_id, multiple, position_ids)
+    else {
         return Ok(None);
     };
     let mut keys = vec![intern!(py, "input_ids"), intern!(py, "labels")];

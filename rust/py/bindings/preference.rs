@@ -12,10 +12,7 @@ use crate::core::preference::{
     kept, pad_joined, pad_joined_with, write_copy, JoinOptions, JoinedBatch, Lengths, Part,
     Sequences,
 };
-use crate::py::convert::gather::{gather, KeepRaw};
-use crate::py::convert::ints;
-use crate::py::convert::rows::BatchKeys;
-use crate::py::convert::value_kind::exact_sequence;
+use crate::py::convert::reader::{Reader, Values};
 use crate::py::output::numpy_arrays::{matrix, vector};
 
 fn sequences(column: &Column) -> PyResult<Sequences<'_>> {
@@ -46,32 +43,25 @@ fn sequences(column: &Column) -> PyResult<Sequences<'_>> {
 /// the batch to the general path (which reports what is wrong, in row order); nothing here
 /// runs Python code, so giving up changes nothing.
 fn in_place(
-    features: &Bound<'_, PyAny>,
+    reader: &Reader<'_>,
     keys: &[String],
     has_prompt: bool,
     together: bool,
     options: &JoinOptions,
 ) -> Option<Vec<JoinedBatch>> {
-    let rows = features.cast_exact::<PyList>().ok()?;
-    let py = features.py();
-    let py_keys: Vec<_> = keys
-        .iter()
-        .map(|key| pyo3::types::PyString::new(py, key))
-        .collect();
-    let mut values: Vec<Vec<(Bound<'_, PyAny>, bool)>> =
-        vec![Vec::with_capacity(rows.len()); keys.len()];
-    let mut lengths: Vec<Vec<usize>> = vec![Vec::with_capacity(rows.len()); keys.len()];
-    let mut total = 0usize;
-    for row in rows.iter() {
-        let row = row.cast_exact::<PyDict>().ok()?;
-        for ((key, values), lengths) in py_keys.iter().zip(&mut values).zip(&mut lengths) {
-            let value = row.get_item(key).ok()??;
-            let (length, is_list) = exact_sequence(&value)?;
-            total = total.saturating_add(length);
-            values.push((value, is_list));
-            lengths.push(length);
-        }
+    let rows = reader.rows()?;
+    let py = rows.first()?.py();
+    let mut values: Vec<Values<'_>> = Vec::with_capacity(keys.len());
+    let mut lengths: Vec<Vec<usize>> = Vec::with_capacity(keys.len());
+    for key in keys {
+        let key_values = reader.values(&PyString::new(py, key))?;
+        lengths.push(key_values.token_lengths()?);
+        values.push(key_values);
     }
+    let total = lengths
+        .iter()
+        .flatten()
+        .fold(0usize, |total, &length| total.saturating_add(length));
     // Nothing but empty sequences has no element type yet: left to the general path.
     if total == 0 {
         return None;
@@ -102,11 +92,7 @@ fn in_place(
                 Part::Prompt => prompt_values,
                 Part::Completion(index) => completion_values.get(first_set.saturating_add(index)),
             };
-            column
-                .and_then(|column| column.get(row))
-                .is_some_and(|(value, is_list)| {
-                    ints::write_exact_ints_from(value, *is_list, start, place, false)
-                })
+            column.is_some_and(|column| column.write_row_from(row, start, place))
         }
     };
     if together {
@@ -237,15 +223,16 @@ fn scalar_column<'py>(
 /// `max_length` (from the end with `keep_end`) and padded right with `pad_id`: a list of
 /// `(input_ids, attention_mask, completion_mask)` int64 matrices, one for all the keys padded
 /// together (`together`, rows in key order) or one per key; the completion mask is None
-/// unless `completion_mask`. With `in_place_only`, a batch the rows cannot be read into in
-/// place (see `in_place`) gives None instead of going the general way: the caller then checks
-/// the rows itself, which it need not do for a batch read in place.
+/// unless `completion_mask`. The usual batch takes the reader's strict route (see `in_place`),
+/// any other its lax route, in the same call.
 ///
 /// `scalars`, `(key, kind)` pairs (kind "float32" or "bool"), adds one item per pair after the
 /// matrices: every row's `key` as a 1-d array of that kind, or None where a row is not an
 /// exact dict holding an exact value of that kind (the caller then reads that column itself).
+/// The last item says whether the strict route read the rows (`read_strictly`: every token
+/// value an exact list or tuple of ints, so the caller need not check the rows itself).
 #[pyfunction]
-#[pyo3(signature = (features, prompt_key, completion_keys, *, together, pad_id, multiple, max_length, keep_end, completion_mask = true, in_place_only = false, scalars = None))]
+#[pyo3(signature = (features, prompt_key, completion_keys, *, together, pad_id, multiple, max_length, keep_end, completion_mask = true, scalars = None))]
 #[allow(clippy::too_many_arguments)]
 pub fn pad_prompt_completion<'py>(
     py: Python<'py>,
@@ -258,9 +245,8 @@ pub fn pad_prompt_completion<'py>(
     max_length: Option<usize>,
     keep_end: bool,
     completion_mask: bool,
-    in_place_only: bool,
     scalars: Option<Vec<(String, String)>>,
-) -> PyResult<Option<Vec<Bound<'py, PyAny>>>> {
+) -> PyResult<Vec<Bound<'py, PyAny>>> {
     let scalars = scalars
         .unwrap_or_default()
         .into_iter()
@@ -286,10 +272,12 @@ pub fn pad_prompt_completion<'py>(
         keep_end,
         completion_mask,
     };
-    let batches = match in_place(features, &keys, prompt_key.is_some(), together, &options) {
+    let reader = Reader::new(features);
+    let strict = in_place(&reader, &keys, prompt_key.is_some(), together, &options);
+    let read_strictly = strict.is_some();
+    let batches = match strict {
         Some(batches) => batches,
-        None if in_place_only => return Ok(None),
-        None => gathered_and_padded(py, features, prompt_key.is_some(), keys, together, &options)?,
+        None => gathered_and_padded(py, &reader, prompt_key.is_some(), &keys, together, &options)?,
     };
     let mut out = batches
         .into_iter()
@@ -312,27 +300,21 @@ pub fn pad_prompt_completion<'py>(
             None => py.None().into_bound(py),
         });
     }
-    Ok(Some(out))
+    out.push(PyBool::new(py, read_strictly).to_owned().into_any());
+    Ok(out)
 }
 
 /// The general path: the keys read into columns (which names a bad row), then joined and
 /// padded with the interpreter released.
 fn gathered_and_padded(
     py: Python<'_>,
-    features: &Bound<'_, PyAny>,
+    reader: &Reader<'_>,
     has_prompt: bool,
-    keys: Vec<String>,
+    keys: &[String],
     together: bool,
     options: &JoinOptions,
 ) -> PyResult<Vec<JoinedBatch>> {
-    let key_refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let (_, gathered) = gather(
-        features,
-        &key_refs,
-        Some(BatchKeys::named(py, keys.clone())),
-        KeepRaw::default(),
-    )?;
-    let columns: Vec<Column> = gathered.into_iter().map(|g| g.column).collect();
+    let columns: Vec<Column> = reader.lax(keys)?;
     let views = columns
         .iter()
         .map(sequences)

@@ -1,18 +1,29 @@
 //! Binding for TRL's `pad` of token-id lists (`fastcollate.trl.pad_with_mask`): a list of
-//! lists or tuples of ints written straight into the padded int64 matrix, with its attention
-//! mask, without a dict per row or a column in between.
+//! lists or tuples of ints padded into an int64 matrix with its attention mask, in one call.
+//! The reader's strict route writes exact lists and tuples of exact ints straight into the
+//! padded matrix, without a dict per row or a column in between; any other batch takes its lax
+//! route (the rows gathered into a column and padded by the core), which pads it the same way
+//! or names the bad row.
 
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple};
+use pyo3::types::{PyDict, PyList, PyTuple};
 
-use crate::core::pad;
-use crate::py::convert::ints;
-use crate::py::output::numpy_arrays::matrix;
+use crate::core::pad::{self, Data, Layout, PadGroup, Plan, Strategy};
+use crate::py::convert::reader::{Reader, Values};
+use crate::py::output::numpy_arrays::{matrix, output_to_py};
 
-/// `(input_ids, attention_mask)`: `sequences` (exact lists or tuples of exact ints) padded
-/// with `pad_id` to the longest, rounded up to `multiple`, on the left when `left`, as int64
-/// matrices. None when a sequence is anything else (or every one is empty): the caller's
-/// general path then pads them or names the bad row. Nothing here runs Python code.
+/// The key the sequences are read under (and errors name).
+const KEY: &str = "sequences";
+/// The attention mask's key in the lax route (no row can hold it).
+const MASK: &str = "\0mask";
+
+type Padded<'py> = (Bound<'py, PyAny>, Bound<'py, PyAny>);
+
+/// `(input_ids, attention_mask)`: `sequences` (a list or tuple of lists or tuples of ints)
+/// padded with `pad_id` to the longest, rounded up to `multiple`, on the left when `left`, as
+/// int64 matrices. A sequence that is not a list or tuple, or holds something other than
+/// integers, is an error naming its row (key "sequences").
 #[pyfunction]
 #[pyo3(signature = (sequences, *, pad_id, multiple, left))]
 pub fn pad_sequences<'py>(
@@ -21,48 +32,108 @@ pub fn pad_sequences<'py>(
     pad_id: i64,
     multiple: Option<usize>,
     left: bool,
-) -> PyResult<Option<(Bound<'py, PyAny>, Bound<'py, PyAny>)>> {
+) -> PyResult<Padded<'py>> {
     let items: Vec<Bound<'py, PyAny>> = if let Ok(list) = sequences.cast_exact::<PyList>() {
         list.iter().collect()
     } else if let Ok(tuple) = sequences.cast_exact::<PyTuple>() {
         tuple.iter().collect()
     } else {
+        sequences.try_iter()?.collect::<PyResult<_>>()?
+    };
+    let values = Values::of(items);
+    if let Some(padded) = strict(py, &values, pad_id, multiple, left)? {
+        return Ok(padded);
+    }
+    lax(py, values, pad_id, multiple, left)
+}
+
+/// The strict route; None when a sequence is not an exact list or tuple of exact ints in the
+/// int64 range (or every one is empty). Nothing here runs Python code.
+fn strict<'py>(
+    py: Python<'py>,
+    values: &Values<'py>,
+    pad_id: i64,
+    multiple: Option<usize>,
+    left: bool,
+) -> PyResult<Option<Padded<'py>>> {
+    let Some(lengths) = values.token_lengths() else {
         return Ok(None);
     };
-    let mut lengths = Vec::with_capacity(items.len());
-    let mut is_list = Vec::with_capacity(items.len());
-    for item in &items {
-        if let Ok(list) = item.cast_exact::<PyList>() {
-            lengths.push(list.len());
-            is_list.push(true);
-        } else if let Ok(tuple) = item.cast_exact::<PyTuple>() {
-            lengths.push(tuple.len());
-            is_list.push(false);
-        } else {
-            return Ok(None);
-        }
-    }
     let longest = lengths.iter().copied().max().unwrap_or(0);
     if longest == 0 {
         return Ok(None);
     }
     let target = pad::round_up(longest, multiple)?;
-    let key = "sequences";
-    let ids = pad::fill_in_place(key, &lengths, target, pad_id, left, |row, out| {
-        match (items.get(row), is_list.get(row), lengths.get(row)) {
-            (Some(item), Some(&list), Some(&length)) => pad::append_slots(out, length, |place| {
-                ints::write_exact_ints(item, list, place)
-            }),
-            _ => false,
-        }
-    })?;
-    let Some(ids) = ids else {
+    let Some(ids) = values.padded(KEY, &lengths, target, pad_id, left)? else {
         return Ok(None);
     };
-    let mask = pad::attention_mask(key, &lengths, target, left)?;
+    let mask = pad::attention_mask(KEY, &lengths, target, left)?;
     let rows = lengths.len();
     Ok(Some((
         matrix(py, rows, target, ids)?,
         matrix(py, rows, target, mask)?,
     )))
+}
+
+/// The lax route: every sequence a list or tuple (subclasses too), read into a column by the
+/// reader's lax route and padded by the core, as `collate` pads a group.
+fn lax<'py>(
+    py: Python<'py>,
+    values: Values<'py>,
+    pad_id: i64,
+    multiple: Option<usize>,
+    left: bool,
+) -> PyResult<Padded<'py>> {
+    let rows = PyList::empty(py);
+    for (row, value) in values.objects().iter().enumerate() {
+        if !(value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>()) {
+            return Err(PyTypeError::new_err(format!(
+                "'{KEY}' in row {row} is a {}; pad_with_mask takes lists of token ids (pad \
+                 takes tensors)",
+                value.get_type().name()?
+            )));
+        }
+        let dict = PyDict::new(py);
+        dict.set_item(KEY, value)?;
+        rows.append(dict)?;
+    }
+    let plan = Plan {
+        groups: vec![PadGroup {
+            lead: KEY.to_owned(),
+            lead_pad_value: pad_id,
+            strategy: Strategy::Longest,
+            pad_to_multiple_of: multiple,
+            left,
+            followers: Vec::new(),
+            attention_mask: Some(MASK.to_owned()),
+            integer_lead: false,
+        }],
+        float_dtype: pad::DType::F64,
+        allow_ragged: false,
+        dtypes: Default::default(),
+    };
+    let columns = Reader::new(rows.as_any()).lax(&[KEY.to_owned()])?;
+    let mut outputs = py.detach(|| pad::collate(columns, &plan))?;
+    let mut take = |key: &str| {
+        outputs
+            .iter()
+            .position(|output| output.key == key)
+            .map(|at| outputs.swap_remove(at))
+            .ok_or_else(|| PyTypeError::new_err(format!("'{KEY}' gave no padded output")))
+    };
+    let ids = take(KEY)?;
+    let mask = take(MASK)?;
+    let integers = matches!(ids.data, Data::I64(_)) && matches!(ids.layout, Layout::Matrix { .. });
+    if !integers {
+        let dtype = match ids.data {
+            Data::Bool(_) => "bool",
+            Data::I64(_) => "int64",
+            Data::F32(_) => "float32",
+            Data::F64(_) => "float64",
+        };
+        return Err(PyTypeError::new_err(format!(
+            "'{KEY}' in row 0 holds {dtype} values; it must hold integers"
+        )));
+    }
+    Ok((output_to_py(py, ids)?, output_to_py(py, mask)?))
 }

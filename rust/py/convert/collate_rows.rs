@@ -1,4 +1,4 @@
-//! Pad groups written straight into their outputs: each row's values go from the Python row
+//! `collate`'s strict route: pad groups written straight into their outputs: each row's values go from the Python row
 //! (a list or tuple of ints, a 1-d integer numpy array, or a slice of the key's concatenated
 //! torch tensors) into the row's place in the padded int64 buffer, with no column in between.
 //!
@@ -9,17 +9,16 @@
 //! reads it again and reports what is wrong, in row order. Giving up runs no Python code and
 //! changes nothing, so the result is the general path's either way.
 
-use numpy::{PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyDict, PyInt, PyString};
 
 use crate::core::pad::{self, Data, Layout, Output, PadGroup, Plan, Slots, Strategy};
 use crate::core::sizes;
 
 use super::array_values::{self, IntElement, IntValuesVisitor};
 use super::dlpack;
-use super::ints;
+use super::reader::{classify, values_of, AppendFirst, ValueKind, Values};
 use super::tensor_concat::{concatenate_tensors, ConcatenatedRows};
 use super::tensor_ints::{self, TensorInts};
 use super::torch;
@@ -27,7 +26,7 @@ use super::torch;
 /// One key's values across the batch, as they will be read.
 enum KeyRows<'py> {
     /// One value per row: exact lists or tuples, or exact 1-d numpy arrays.
-    Values(Vec<Bound<'py, PyAny>>),
+    Values(Values<'py>),
     /// Every row a 1-d tensor of one dtype, laid end to end by one `torch.cat`.
     Concatenated(ConcatenatedRows<'py>),
     /// Every row a 1-d integer tensor, read in place (see `members_rows`).
@@ -42,47 +41,22 @@ struct Member<'a, 'py> {
     pad_value: i64,
 }
 
-/// The length of a value this module reads, or None when it does not read it.
-fn value_length(value: &Bound<'_, PyAny>) -> Option<usize> {
-    if let Ok(list) = value.cast_exact::<PyList>() {
-        return Some(list.len());
-    }
-    if let Ok(tuple) = value.cast_exact::<PyTuple>() {
-        return Some(tuple.len());
-    }
-    let array = value.cast::<PyUntypedArray>().ok()?;
-    let exact = value.get_type().is(value.py().get_type::<PyUntypedArray>());
-    (exact && array.ndim() == 1).then(|| array.len())
-}
-
-/// `key`'s value in every row (all exact dicts); None when a row lacks it.
-fn key_values<'py>(
-    rows: &[Bound<'py, PyDict>],
-    key: &Bound<'py, PyString>,
-) -> Option<Vec<Bound<'py, PyAny>>> {
-    rows.iter()
-        .map(|row| row.get_item(key).ok().flatten())
-        .collect()
-}
-
 /// The group members' values as they will be read: when every member holds 1-d integer
 /// tensors, each read in place (where torch has the DLPack exchange table, or they are a few:
 /// `tensor_ints::READ_IN_PLACE_UP_TO`);
 /// else all of them through one `torch.cat` (one call into torch instead of one per key),
 /// else each member's through its own; other values as they are. None when some member's
 /// tensors cannot be concatenated.
-fn members_rows<'py>(members: Vec<Vec<Bound<'py, PyAny>>>) -> Option<Vec<KeyRows<'py>>> {
-    let holds_tensors =
-        |values: &Vec<Bound<'py, PyAny>>| values.first().is_some_and(torch::is_torch_tensor);
-    let all_tensors = members.iter().all(holds_tensors);
-    let count: usize = members.iter().map(Vec::len).sum();
+fn members_rows<'py>(members: Vec<Values<'py>>) -> Option<Vec<KeyRows<'py>>> {
+    let all_tensors = members.iter().all(Values::holds_tensors);
+    let count: usize = members.iter().map(Values::count).sum();
     let in_place = |value: &Bound<'py, PyAny>| {
         count <= tensor_ints::READ_IN_PLACE_UP_TO || dlpack::describes_tensors(value.py())
     };
     if all_tensors
         && members
             .first()
-            .and_then(|v| v.first())
+            .and_then(|v| v.objects().first())
             .is_some_and(in_place)
     {
         // Every Python-level answer first (each tensor exact, none negated), then every
@@ -90,12 +64,13 @@ fn members_rows<'py>(members: Vec<Vec<Bound<'py, PyAny>>>) -> Option<Vec<KeyRows
         // between its view and its read (the members hold the tensors meanwhile).
         let readable = members
             .iter()
-            .all(|values| values.iter().all(tensor_ints::readable_in_place));
+            .all(|values| values.objects().iter().all(tensor_ints::readable_in_place));
         let read: Option<Vec<KeyRows<'py>>> = readable.then_some(()).and_then(|()| {
             members
                 .iter()
                 .map(|values| {
                     values
+                        .objects()
                         .iter()
                         .map(|tensor| tensor_ints::int_values(tensor, 1))
                         .collect::<Option<Vec<_>>>()
@@ -108,7 +83,7 @@ fn members_rows<'py>(members: Vec<Vec<Bound<'py, PyAny>>>) -> Option<Vec<KeyRows
         }
     }
     if members.len() > 1 && all_tensors {
-        let keys: Vec<&[Bound<'py, PyAny>]> = members.iter().map(Vec::as_slice).collect();
+        let keys: Vec<&[Bound<'py, PyAny>]> = members.iter().map(Values::objects).collect();
         if let Some(concatenated) = concatenate_tensors(&keys) {
             return Some(
                 concatenated
@@ -121,8 +96,8 @@ fn members_rows<'py>(members: Vec<Vec<Bound<'py, PyAny>>>) -> Option<Vec<KeyRows
     members
         .into_iter()
         .map(|values| {
-            if holds_tensors(&values) {
-                concatenate_tensors(&[&values])
+            if values.holds_tensors() {
+                concatenate_tensors(&[values.objects()])
                     .and_then(|mut keys| keys.pop())
                     .map(KeyRows::Concatenated)
             } else {
@@ -134,36 +109,9 @@ fn members_rows<'py>(members: Vec<Vec<Bound<'py, PyAny>>>) -> Option<Vec<KeyRows
 
 fn lengths_of(rows: &KeyRows<'_>) -> Option<Vec<usize>> {
     match rows {
-        KeyRows::Values(values) => values.iter().map(value_length).collect(),
+        KeyRows::Values(values) => values.lengths(),
         KeyRows::Concatenated(concatenated) => Some(concatenated.lengths.clone()),
         KeyRows::Tensors(tensors) => Some(tensors.iter().map(TensorInts::len).collect()),
-    }
-}
-
-/// Appends one row's value (`length` items) to `out`.
-fn append_value(value: &Bound<'_, PyAny>, out: &mut Slots<'_, i64>, length: usize) -> bool {
-    if value.is_exact_instance_of::<PyList>() {
-        return ints::append_exact_ints(value, true, out, length);
-    }
-    if value.is_exact_instance_of::<PyTuple>() {
-        return ints::append_exact_ints(value, false, out, length);
-    }
-    let Ok(array) = value.cast::<PyUntypedArray>() else {
-        return false;
-    };
-    array_values::with_int_values(array, AppendFirst { length, out }).unwrap_or(false)
-}
-
-/// Appends the first `length` values to `out` (written once: no zero fill first).
-struct AppendFirst<'a, 'b> {
-    length: usize,
-    out: &'a mut Slots<'b, i64>,
-}
-
-impl IntValuesVisitor for AppendFirst<'_, '_> {
-    type Output = bool;
-    fn visit<T: IntElement>(self, values: &[T]) -> bool {
-        array_values::append_ints(values, 0, self.length, self.out)
     }
 }
 
@@ -223,9 +171,7 @@ fn fill_member(member: &Member<'_, '_>, target: usize, left: bool) -> Option<Dat
     let length = |row: usize| member.lengths[row];
     match &member.rows {
         KeyRows::Values(values) => fill_rows(member, target, left, |row, out| {
-            values
-                .get(row)
-                .is_some_and(|value| append_value(value, out, length(row)))
+            values.append_row(row, out, length(row))
         }),
         KeyRows::Tensors(tensors) => fill_rows(member, target, left, |row, out| {
             tensors.get(row).is_some_and(|tensor| {
@@ -279,7 +225,7 @@ pub fn pad_group<'a, 'py>(
             continue;
         };
         found.push((&keys[position], pad_value, same_length));
-        values.push(key_values(rows, &py_keys[position])?);
+        values.push(values_of(rows, &py_keys[position])?);
     }
     let mut members: Vec<(Member<'a, 'py>, bool)> = Vec::with_capacity(found.len());
     for ((key, pad_value, same_length), member_rows) in found.into_iter().zip(members_rows(values)?)
@@ -403,7 +349,7 @@ pub fn int_scalars(
     }
     let first = rows.first()?.get_item(key).ok()??;
     let py = first.py();
-    let tensor_type = if first.is_exact_instance_of::<PyInt>() {
+    let tensor_type = if classify(&first) == ValueKind::Int {
         None
     } else {
         let tensor_type = torch::torch_tensor_type(py).filter(|_| !keep_arrays)?;
