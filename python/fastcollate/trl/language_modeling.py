@@ -77,16 +77,8 @@ class DataCollatorForLanguageModeling(TakesArrowBatches, PtOnly, TRLCollator):
         padding_free = bool(self.padding_free)
         if padding_free and multiple is None and not isinstance(features, ArrowBatch):
             return _flattened(features)
-        if not padding_free:
-            batch = _native.pad_with_labels(
-                features,
-                pad_id=pad_token_id,
-                multiple=multiple,
-                position_ids=bool(self.return_position_ids),
-                to_tensor=torch.from_numpy,
-            )
-            if batch is not None:
-                return batch
+        if not padding_free and not isinstance(features, ArrowBatch):
+            return _padded(features, pad_token_id, multiple, bool(self.return_position_ids))
         packed = (padding_free or bool(self.return_position_ids)) and "seq_lengths" in first_keys(
             features
         )
@@ -153,6 +145,34 @@ class DataCollatorForLanguageModeling(TakesArrowBatches, PtOnly, TRLCollator):
             batch["position_ids"] = torch.from_numpy(positions)
         batch["attention_mask"] = _tensor(native[_TOKENS], ids_dtype, "attention_mask")
         return batch
+
+
+def _padded(
+    features: Any, pad_token_id: int, multiple: int | None, position_ids: bool
+) -> dict[str, Any]:
+    """TRL's padded batch of Python rows, written by `_native.pad_with_labels` in one native
+    call, masks and position ids included: the reader's strict route for the usual batch (every
+    value a list or tuple of ints, int64 being its dtype), its lax route for any other, which
+    names the key and row of a bad value. Rows read the lax way keep the first row's dtypes."""
+    batch, read_strictly = _native.pad_with_labels(
+        features,
+        pad_id=pad_token_id,
+        multiple=multiple,
+        position_ids=position_ids,
+        to_tensor=torch.from_numpy,
+    )
+    if read_strictly:
+        return batch
+    features, _ = _with_labels(features)
+    ids_dtype = _batch_dtype(features, "input_ids", False)
+    labels_dtype = _batch_dtype(features, "labels", False) if "labels" in features[0] else ids_dtype
+    for key, dtype in (
+        ("input_ids", ids_dtype),
+        ("labels", labels_dtype),
+        ("attention_mask", ids_dtype),
+    ):
+        batch[key] = _tensor(batch[key].numpy(), dtype, key)
+    return batch
 
 
 # What TRL's padding-free batch is, for both ways of reading it: -100 at every sequence start,

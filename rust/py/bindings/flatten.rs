@@ -21,13 +21,13 @@ where
     matrix(py, 1, columns, values)
 }
 
-fn not_integers(column: &Column) -> bool {
+pub(crate) fn not_integers(column: &Column) -> bool {
     matches!(column.kind, Some(Kind::Float) | Some(Kind::Bool))
 }
 
 /// The first row whose `key` holds a float, or only bools (read again row by row: a column
 /// keeps no record of which row promoted it). Only reached when the batch has such a row.
-fn first_non_integer_row(features: &Bound<'_, PyAny>, key: &str) -> PyResult<usize> {
+pub(crate) fn first_non_integer_row(features: &Bound<'_, PyAny>, key: &str) -> PyResult<usize> {
     let py = features.py();
     for (row, feature) in features.try_iter()?.enumerate() {
         let one = PyList::new(py, [feature?])?;
@@ -87,7 +87,7 @@ fn columns_in_place(
 }
 
 /// Whether any row holds `labels` (`"labels" in row`, in row order).
-fn any_labels(features: &Bound<'_, PyAny>) -> PyResult<bool> {
+pub(crate) fn any_labels(features: &Bound<'_, PyAny>) -> PyResult<bool> {
     let labels = intern!(features.py(), "labels");
     for row in features.try_iter()? {
         if row?.contains(labels)? {
@@ -100,7 +100,9 @@ fn any_labels(features: &Bound<'_, PyAny>) -> PyResult<bool> {
 /// The rows for the lax route with TRL's labels: each row without `labels` (but with
 /// `input_ids`) replaced by a new dict of its items and `labels` set to its `input_ids`, as
 /// `{**row, "labels": row["input_ids"]}` makes it; the others as they are.
-fn with_labels_from_ids<'py>(features: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn with_labels_from_ids<'py>(
+    features: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
     let py = features.py();
     let labels = intern!(py, "labels");
     let ids = intern!(py, "input_ids");
