@@ -47,7 +47,7 @@ pub(crate) fn first_non_integer_row(features: &Bound<'_, PyAny>, key: &str) -> P
 /// its `input_ids`, the first key). None for anything else, leaving the batch to the lax route,
 /// which then reads it again and reports what is wrong, as it would have. Giving up runs no
 /// Python code and changes nothing.
-fn columns_in_place(
+fn strict_columns(
     reader: &Reader<'_>,
     keys: &[String],
     labels_from_ids: bool,
@@ -127,7 +127,7 @@ pub(crate) fn with_labels_from_ids<'py>(
 /// `cu_seq_lens` (int32, `(rows + 1,)`) and `max_length` (an int), and `read_strictly`
 /// (whether the reader's strict route read the rows: every value an exact list or tuple of
 /// ints, so int64 is the rows' own dtype). The usual batch takes the strict route (see
-/// `columns_in_place`), any other the lax one, in the same call. With `labels_from_ids` (TRL's
+/// `strict_columns`), any other the lax one, in the same call. With `labels_from_ids` (TRL's
 /// rule), `labels` is whether any row holds labels, and a row without them takes its input
 /// ids.
 #[pyfunction]
@@ -165,7 +165,7 @@ pub fn flatten_batch<'py>(
         keys.push("seq_lengths".to_string());
     }
     let reader = Reader::new(features);
-    let strict = columns_in_place(&reader, &keys, labels_from_ids && labels);
+    let strict = strict_columns(&reader, &keys, labels_from_ids && labels);
     let read_strictly = strict.is_some();
     let columns = match strict {
         Some(columns) => columns,
