@@ -1,6 +1,7 @@
 //! The `collate` binding: pads the groups it can straight from the rows (the reader's strict
 //! route, `collate_rows`), gathers the rest into columns for the core (its lax route),
-//! and hands every output to numpy.
+//! and hands every output out through `output_buffers::hand_out` (to numpy, to torch, or
+//! copied into a provider's tensors).
 
 use std::collections::HashMap;
 use std::ptr;

@@ -1,5 +1,7 @@
-//! Binding for the flattening collator: reads `input_ids` (and `labels`) once, packs them with
-//! the interpreter released, and hands the packed buffers to numpy without copying.
+//! Binding for the flattening collator and TRL's padding-free batch: reads `input_ids` (and
+//! `labels`, `seq_lengths`) by the reader's strict route, or its lax route in the same call,
+//! packs them with the interpreter released, and hands the packed buffers to numpy without
+//! copying.
 
 use pyo3::intern;
 use pyo3::prelude::*;

@@ -1,5 +1,6 @@
 //! Binding for the preference collators' prompt + completion padding: reads the prompt and
-//! completion columns of the rows once, joins, cuts and pads them with the interpreter released
+//! completion columns of the rows (the reader's strict route, else its lax route in the same
+//! call), joins, cuts and pads them with the interpreter released
 //! (`core::preference`), and hands the matrices to numpy without copying.
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
