@@ -148,7 +148,8 @@ def _padded(
     """TRL's padded batch of Python rows, written by `_native.pad_with_labels` in one native
     call, masks and position ids included: the reader's strict route for the usual batch (every
     value a list or tuple of ints, int64 being its dtype), its lax route for any other, which
-    names the key and row of a bad value. Rows read the lax way keep the first row's dtypes."""
+    names the key and row of a bad value. Rows read the lax way come back as numpy matrices,
+    cast here to the first row's dtypes."""
     batch, read_strictly = _native.pad_with_labels(
         features,
         pad_id=pad_token_id,
@@ -161,13 +162,9 @@ def _padded(
     features, _ = _with_labels(features)
     ids_dtype = _batch_dtype(features, "input_ids", False)
     labels_dtype = _batch_dtype(features, "labels", False) if "labels" in features[0] else ids_dtype
-    for key, dtype in (
-        ("input_ids", ids_dtype),
-        ("labels", labels_dtype),
-        ("attention_mask", ids_dtype),
-    ):
-        batch[key] = _tensor(batch[key].numpy(), dtype, key)
-    return batch
+    # The lax route's matrices are numpy (no torch call before the casts): TRL's dtypes.
+    dtypes = {"input_ids": ids_dtype, "labels": labels_dtype, "attention_mask": ids_dtype}
+    return {key: _tensor(values, dtypes.get(key), key) for key, values in batch.items()}
 
 
 # What TRL's padding-free batch is, for both ways of reading it: -100 at every sequence start,

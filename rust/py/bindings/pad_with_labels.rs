@@ -18,6 +18,7 @@ use crate::py::bindings::flatten::{
     any_labels, first_non_integer_row, not_integers, with_labels_from_ids,
 };
 use crate::py::convert::reader::{OptionalValues, Reader, Values};
+use crate::py::output::numpy_arrays::matrix;
 use crate::py::output::torch_tensors;
 
 /// The usual batch as the reader's strict route takes it: a non-empty exact list or tuple of
@@ -212,6 +213,8 @@ fn lax_written(
 /// rounded up to `multiple`. The usual rows (see `usual_rows`) take the reader's strict route,
 /// any other its lax route (see `lax_written`), in the same call; `read_strictly` says which
 /// (when true, every value was a list or tuple of ints, so int64 is the rows' own dtype).
+/// Rows read by the lax route come back as int64 numpy matrices, not passed through
+/// `to_tensor`, for the caller to cast to the rows' own dtypes first.
 #[pyfunction]
 #[pyo3(signature = (features, *, pad_id, multiple, position_ids, to_tensor))]
 pub fn pad_with_labels<'py>(
@@ -239,6 +242,11 @@ pub fn pad_with_labels<'py>(
     let batch = PyDict::new(py);
     let direct = torch_tensors::is_torch_from_numpy(to_tensor);
     for (key, values) in keys.into_iter().zip(buffers) {
+        if !read_strictly {
+            // For the caller to cast to the rows' dtypes before any torch call.
+            batch.set_item(key, matrix(py, rows, width, values)?)?;
+            continue;
+        }
         let output = Output {
             key: String::new(),
             data: Data::I64(values),
