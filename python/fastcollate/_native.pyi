@@ -200,10 +200,12 @@ def pad_with_labels(
     *,
     pad_id: int,
     multiple: int | None,  # the width rounded up to this
-    position_ids: bool,  # also "position_ids" (None when the first row has "seq_lengths")
-    to_tensor: Callable[[np.ndarray], Any],  # applied to every int64 matrix
-) -> dict[str, Any] | None: ...  # input_ids, labels, [position_ids], attention_mask; None unless
-# the rows are an exact list of exact dicts of non-empty exact lists/tuples of ints
+    position_ids: bool,  # also "position_ids" (restarting at each of pre-packed rows' sequences)
+    to_tensor: Callable[[np.ndarray], Any],  # applied to every strict-route int64 matrix
+) -> tuple[dict[str, Any], bool]: ...  # (input_ids, labels, [position_ids], attention_mask;
+# whether the strict route read the rows: exact dicts of non-empty exact lists/tuples of ints).
+# Any other batch is read by the lax route in the same call (its matrices left numpy); a bad
+# value names its key and row.
 
 def flatten_batch(
     features: Sequence[Mapping[str, Any]],

@@ -72,7 +72,7 @@ fn too_many_tokens(what: &str, total: usize) -> CollateError {
 
 /// Each row's sequence lengths (pre-packed rows: TRL's `seq_lengths`), end to end, after
 /// checking that every length is at least 1 and that a row's add up to its number of tokens.
-fn split_rows(column: Column, row_lengths: &[usize], ids_key: &str) -> Result<Vec<usize>> {
+pub fn split_rows(column: Column, row_lengths: &[usize], ids_key: &str) -> Result<Vec<usize>> {
     let key = column.key.clone();
     let (values, offsets) = into_ints(column)?;
     if offsets.len() != row_lengths.len() + 1 {

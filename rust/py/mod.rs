@@ -1,7 +1,8 @@
 //! The binding layer (`fastcollate._native`): walks Python rows once (attached), hands plain
 //! columns to the core with the interpreter released, and gives the core's buffers to numpy or
 //! torch without copying them. In folders by role: `convert/` reads Python rows in (pad groups
-//! of the usual kind straight into the core's padded buffers, `convert::in_place`), `output/`
+//! of the usual kind straight into the core's padded buffers, the strict route of
+//! `convert::reader`), `output/`
 //! hands buffers out, and `bindings/` holds the exported functions, one file per domain, using
 //! both; neither `convert/` nor `output/` uses `bindings/`, and no files use each other around
 //! a cycle (tests/project/test_rust_layout.py). `error.rs` maps the core's errors to exceptions.

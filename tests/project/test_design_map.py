@@ -475,3 +475,137 @@ def test_the_raw_read_table_check_finds_missing_and_stale_rows(rust_tree):
         "| a site without a path | ? | ? |\n", ""
     )
     assert raw_read_problems(complete, rust_tree) == []
+
+
+# --- the table's core column, and the glossary's code names ---
+
+CORE_CELL_PATH = re.compile(r"`(rust/core/[^`\s]+)`(?:\s*\(([^)]*)\))?")
+IDENTIFIER = re.compile(r"^[A-Za-z_]\w*(?:(?:\.|::)[A-Za-z_]\w*)*$")
+WORDS_HEADING = "## Words"
+
+
+def core_cell_problems(name: str, cell: str, root: Path = ROOT) -> list[str]:
+    """What is wrong with a row's core cell: each `rust/core/...` path must exist, and each
+    name in backticks in the parentheses after it (`Type::method`: both) be defined there."""
+    problems = []
+    for path, named in CORE_CELL_PATH.findall(cell):
+        file = root / path
+        if not file.is_file():
+            problems.append(f"the row for `{name}` names `{path}`, which does not exist")
+            continue
+        source = _RUST_COMMENT.sub("", file.read_text("utf-8"))
+        for item in BACKTICKED.findall(named):
+            if not IDENTIFIER.match(item):
+                continue
+            missing = [part for part in item.split("::") if not defines_rust(source, part)]
+            if missing:
+                problems.append(
+                    f"the row for `{name}` names `{item}` in `{path}`, which does not define "
+                    f"{' and '.join(missing)}: correct the core cell"
+                )
+    return problems
+
+
+def table_core_problems(text: str, root: Path = ROOT) -> list[str]:
+    problems = []
+    for cells in table_rows(text):
+        name = ", ".join(BACKTICKED.findall(cells[0])) or cells[0]
+        problems += core_cell_problems(name, cells[3], root)
+    return problems
+
+
+def test_the_core_column_names_real_files_and_functions():
+    problems = table_core_problems(DESIGN.read_text("utf-8"))
+    assert not problems, "docs/design.md, Python <-> Rust table:\n" + "\n".join(problems)
+
+
+def glossary_entries(text: str) -> dict[str, str]:
+    """Each entry of the '## Words' list (`- **word** ...`, continued by indented lines) ->
+    its text."""
+    start = text.find(WORDS_HEADING)
+    assert start != -1, f"docs/design.md has no '{WORDS_HEADING}' section"
+    end = text.find("\n## ", start + 1)
+    section = text[start : end if end != -1 else len(text)]
+    entries: dict[str, str] = {}
+    word = None
+    for line in section.splitlines():
+        found = re.match(r"^- \*\*([^*]+)\*\*", line)
+        if found:
+            word = found.group(1)
+            entries[word] = line
+        elif word is not None and line.startswith("  "):
+            entries[word] += "\n" + line
+        else:
+            word = None
+    return entries
+
+
+def _source_text(file: Path) -> str:
+    text = file.read_text("utf-8")
+    return _RUST_COMMENT.sub("", text) if file.suffix == ".rs" else text
+
+
+def glossary_problems(text: str, root: Path = ROOT) -> list[str]:
+    """Each code name in backticks in a glossary entry (the last part of `a::b` or `a.b`) must
+    occur in a file the entry names, or else in some source under rust/ or python/."""
+    everything: str | None = None
+    problems = []
+    for word, entry in glossary_entries(text).items():
+        tokens = BACKTICKED.findall(entry)
+        files = [root / t for t in tokens if t.startswith(PATH_FOLDERS) and (root / t).is_file()]
+        named = "\n".join(_source_text(file) for file in files)
+        for token in tokens:
+            if token.startswith(PATH_FOLDERS) or not IDENTIFIER.match(token):
+                continue
+            name = re.split(r"\.|::", token)[-1]
+            found = re.compile(rf"\b{re.escape(name)}\b")
+            if found.search(named):
+                continue
+            if everything is None:
+                sources = [*(root / "rust").rglob("*.rs"), *(root / "python").rglob("*.py*")]
+                everything = "\n".join(
+                    _source_text(file)
+                    for file in sources
+                    if file.suffix in (".rs", ".py", ".pyi")
+                    and not NOT_SOURCES.intersection(file.relative_to(root).parts)
+                )
+            if not found.search(everything):
+                problems.append(
+                    f"the glossary's '{word}' names `{token}`, which no file it names and no "
+                    "source under rust/ or python/ holds: rename or remove it"
+                )
+    return problems
+
+
+def test_every_code_name_in_the_glossary_exists():
+    problems = glossary_problems(DESIGN.read_text("utf-8"))
+    assert not problems, f"docs/design.md, '{WORDS_HEADING}':\n" + "\n".join(problems)
+
+
+def test_the_core_column_check_finds_wrong_paths_and_functions(rust_tree):
+    header = f"{TABLE_HEADING}\n\n| name | from | binding | core |\n|---|---|---|---|\n"
+    right = "| `collate` | x | y | `rust/core/pad.rs` (`target_length`, `Plan::fill`) |\n"
+    assert table_core_problems(header + right, rust_tree) == []
+    wrong = (
+        "| `collate` | x | y | `rust/core/pad.rs` (`target_length`, `fill_in_place`), "
+        "`rust/core/gone.rs` (`gone`) |\n"
+        "| `plan` | x | y | `rust/core/pad.rs` (`Plan::missing`) |\n"
+    )
+    problems = table_core_problems(header + wrong, rust_tree)
+    assert len(problems) == 3
+    assert "`fill_in_place` in `rust/core/pad.rs`" in problems[0]
+    assert "`rust/core/gone.rs`, which does not exist" in problems[1]
+    assert "`Plan::missing`" in problems[2] and "define missing" in problems[2]
+
+
+def test_the_glossary_check_finds_names_that_live_nowhere(rust_tree):
+    right = (
+        f"{WORDS_HEADING}\n\n- **plan** — `core::pad::Plan` in `rust/core/pad.rs`, and\n"
+        "  `SmallInts` (found elsewhere under rust/).\n- **keys** — `rows::keys`.\n\n## Next\n"
+    )
+    assert glossary_problems(right, rust_tree) == []
+    wrong = right.replace("`SmallInts`", "`BigInts`").replace("`rows::keys`", "`rows::values`")
+    problems = glossary_problems(wrong, rust_tree)
+    assert len(problems) == 2
+    assert "'plan' names `BigInts`" in problems[0]
+    assert "'keys' names `rows::values`" in problems[1]

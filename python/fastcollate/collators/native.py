@@ -1,4 +1,6 @@
-"""The one entry into the native module's collation for Python rows and Arrow batches alike."""
+"""`collate` for Python rows and Arrow batches alike, and the planned call (`collate_rows`,
+`collate_plan`). Not the only way into the native module: other callers use `_native`
+directly (docs/design.md, Python ↔ Rust)."""
 
 from __future__ import annotations
 

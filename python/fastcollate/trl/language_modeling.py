@@ -1,16 +1,15 @@
-"""TRL's `DataCollatorForLanguageModeling` (the SFT collator) on the native padding call.
+"""TRL's `DataCollatorForLanguageModeling` (the SFT collator) on the native calls.
 
-One native call reads `input_ids`, `labels` (when the rows have them) and, for pre-packed rows,
-`seq_lengths`, padded right into int64 buffers with an attention mask; the rest (default
-labels, position ids, the padding-free row and its sequence boundaries) is a few numpy passes
-over those buffers, handed to torch without a copy. The usual padding-free batch (rows of one
-sequence each, or pre-packed rows; no `pad_to_multiple_of`) skips the padding:
-`_native.flatten_batch` writes the one row, its position ids and boundaries directly, reading
-pre-packed rows' `seq_lengths` in the same call. The usual padded batch (list rows) is
-written by `_native.pad_with_labels` in one call, masks and position ids included; such a
-batch passes every check the general path makes, and its dtypes are int64 (`torch.tensor` of
-Python ints), so none is made.
-"""
+Python rows take one native call. Padded: `_native.pad_with_labels` writes `input_ids`,
+`labels` (a row without them takes its input ids), position ids and the attention mask into
+int64 buffers. Padding-free: `_native.flatten_batch` writes the one row, its position ids and
+sequence boundaries, reading pre-packed rows' `seq_lengths` in the same call; a
+`pad_to_multiple_of` pads that row in numpy. Either call reads the usual batch (every value a
+list or tuple of ints, int64 being its dtype) by the reader's strict route and any other by its
+lax route, which names the key and row of a bad value; rows read the lax way are then cast to
+their own dtypes, as TRL's `torch.tensor` keeps them. An ArrowBatch is padded by `collate` on
+its Arrow storage, the rest (default labels, position ids, the padding-free row and its
+sequence boundaries) a few numpy passes over those buffers, handed to torch without a copy."""
 
 from __future__ import annotations
 
@@ -75,18 +74,12 @@ class DataCollatorForLanguageModeling(TakesArrowBatches, PtOnly, TRLCollator):
         features = batch_rows(examples, "input_ids")
         pad_token_id, multiple, _ = checked_options(self)
         padding_free = bool(self.padding_free)
-        if padding_free and multiple is None and not isinstance(features, ArrowBatch):
-            return _flattened(features)
-        if not padding_free:
-            batch = _native.pad_with_labels(
-                features,
-                pad_id=pad_token_id,
-                multiple=multiple,
-                position_ids=bool(self.return_position_ids),
-                to_tensor=torch.from_numpy,
-            )
-            if batch is not None:
-                return batch
+        # Python rows: one native call, which reads them by the reader's strict route or its
+        # lax one. An ArrowBatch: its columns, padded by `collate` on Arrow storage (below).
+        if not isinstance(features, ArrowBatch):
+            if padding_free:
+                return _flattened(features, pad_token_id, multiple)
+            return _padded(features, pad_token_id, multiple, bool(self.return_position_ids))
         packed = (padding_free or bool(self.return_position_ids)) and "seq_lengths" in first_keys(
             features
         )
@@ -113,14 +106,8 @@ class DataCollatorForLanguageModeling(TakesArrowBatches, PtOnly, TRLCollator):
         # Only padding-free rows and packed position ids need the lengths (a pass over the mask).
         row_lengths: Any = native[_TOKENS].sum(axis=1) if padding_free or packed else None
         sequence_lengths = _sequence_lengths(native, row_lengths) if packed else None
-        # TRL's dtypes: padded, the first row's; padding-free, torch.cat's promotion over rows.
-        # Arrow rows are Python lists (int64), the native output's dtype.
+        # Arrow rows are Python lists to TRL (int64), the native output's dtype.
         ids_dtype = labels_dtype = None
-        if not isinstance(features, ArrowBatch):
-            ids_dtype = _batch_dtype(features, "input_ids", padding_free)
-            labels_dtype = (
-                _batch_dtype(features, "labels", padding_free) if has_labels else ids_dtype
-            )
 
         if padding_free:
             flat_ids = _unpadded(input_ids, row_lengths)
@@ -155,6 +142,31 @@ class DataCollatorForLanguageModeling(TakesArrowBatches, PtOnly, TRLCollator):
         return batch
 
 
+def _padded(
+    features: Any, pad_token_id: int, multiple: int | None, position_ids: bool
+) -> dict[str, Any]:
+    """TRL's padded batch of Python rows, written by `_native.pad_with_labels` in one native
+    call, masks and position ids included: the reader's strict route for the usual batch (every
+    value a list or tuple of ints, int64 being its dtype), its lax route for any other, which
+    names the key and row of a bad value. Rows read the lax way come back as numpy matrices,
+    cast here to the first row's dtypes."""
+    batch, read_strictly = _native.pad_with_labels(
+        features,
+        pad_id=pad_token_id,
+        multiple=multiple,
+        position_ids=position_ids,
+        to_tensor=torch.from_numpy,
+    )
+    if read_strictly:
+        return batch
+    features, _ = _with_labels(features)
+    ids_dtype = _batch_dtype(features, "input_ids", False)
+    labels_dtype = _batch_dtype(features, "labels", False) if "labels" in features[0] else ids_dtype
+    # The lax route's matrices are numpy (no torch call before the casts): TRL's dtypes.
+    dtypes = {"input_ids": ids_dtype, "labels": labels_dtype, "attention_mask": ids_dtype}
+    return {key: _tensor(values, dtypes.get(key), key) for key, values in batch.items()}
+
+
 # What TRL's padding-free batch is, for both ways of reading it: -100 at every sequence start,
 # position ids from 0, `seq_idx` and `cu_seq_lens`, integer rows only, empty rows adding nothing.
 _FLATTEN_OPTIONS: dict[str, Any] = {
@@ -168,7 +180,7 @@ _FLATTEN_OPTIONS: dict[str, Any] = {
 }
 
 
-def _flattened(features: Any) -> dict[str, Any]:
+def _flattened(features: Any, pad_token_id: int, multiple: int | None) -> dict[str, Any]:
     """The padding-free row of a batch, written by the core in one native call: -100 at every
     sequence start, position ids from 0; an empty row adds no sequence. A row holds one
     sequence, or (pre-packed rows, with `seq_lengths` in the first row) the ones its
@@ -184,12 +196,35 @@ def _flattened(features: Any) -> dict[str, Any]:
         **_FLATTEN_OPTIONS,
         seq_lengths="seq_lengths" in first_keys(features),
     )
+    if multiple is not None:
+        _pad_flat(flat, pad_token_id, multiple)
     if flat["read_strictly"]:
         return _padding_free_batch(flat, None, None)
     features, has_labels = _with_labels(features)
     ids_dtype = _batch_dtype(features, "input_ids", True)
     labels_dtype = _batch_dtype(features, "labels", True) if has_labels else ids_dtype
     return _padding_free_batch(flat, ids_dtype, labels_dtype)
+
+
+def _pad_flat(flat: dict[str, Any], pad_token_id: int, multiple: int) -> None:
+    """`_native.flatten_batch`'s row padded right to a multiple of `multiple`, as TRL pads it:
+    `pad_token_id` ids, -100 labels, 0 position ids, each padding token a sequence of its own
+    (in `seq_idx` and `cu_seq_lens`)."""
+    total = flat["input_ids"].shape[1]
+    width = -(-total // multiple) * multiple
+    if width == total:
+        return
+    # The one sizing rule before numpy allocates (`_native.check_output_size`).
+    _native.check_output_size("input_ids", (1, width), 8, "int64")
+    extra = width - total
+    for key, pad in (("input_ids", pad_token_id), ("labels", -100), ("position_ids", 0)):
+        flat[key] = np.concatenate([flat[key], np.full((1, extra), pad, np.int64)], axis=1)
+    sequences = len(flat["cu_seq_lens"]) - 1
+    padding = np.arange(sequences, sequences + extra, dtype=np.int32)
+    flat["seq_idx"] = np.concatenate([flat["seq_idx"], padding[None]], axis=1)
+    ends = np.arange(total + 1, width + 1, dtype=np.int32)
+    flat["cu_seq_lens"] = np.concatenate([flat["cu_seq_lens"], ends])
+    flat["max_length"] = max(flat["max_length"], 1)
 
 
 def _padding_free_batch(

@@ -289,7 +289,7 @@ def padded_columns(
         for key in keys
     ]
     try:
-        # Rows of exact dicts take the native module's in-place path (a mapping of lists does not).
+        # Rows of exact dicts take the reader's strict route (a mapping of lists does not).
         rows = [dict(zip(keys, values, strict=True)) for values in zip(*columns, strict=True)]
         native = _native.collate(rows, groups, float32=False, keys=keys)
     except (TypeError, ValueError) as error:

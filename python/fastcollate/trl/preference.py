@@ -480,7 +480,7 @@ class _Scalar:
     dtype: torch.dtype | None = None  # None: torch.tensor's own choice (TRL passes none)
     required: bool = False  # in the output even when the first row lacks it (then an error)
 
-    def in_place_kind(self) -> str | None:
+    def native_kind(self) -> str | None:
         """The native call's kind for this column, or None where its values cannot be read
         there exactly as `torch.tensor` makes them (a float64 default dtype, an explicit
         dtype for bools)."""
@@ -505,7 +505,7 @@ class _Layout:
     completion_mask: bool
     truncation_mode: bool
     scalars: tuple[_Scalar, ...]
-    # The padded matrices of a batch that is not read in place, every row checked (a bad one
+    # The padded matrices of a batch the strict route did not read, every row checked (a bad one
     # named): (rows, completions, pad_token_id, multiple, max_length, keep_end, padded), where
     # `padded` is what the lax route already made of the rows (None: pad them here).
     from_rows: Callable[
@@ -519,12 +519,12 @@ class _Layout:
             return list(self.completions)
         return [pair for pair in self.completions if first is not None and pair[1] in first]
 
-    def scalars_in_place(self, first: Any) -> list[tuple[str, str]]:
+    def native_scalars(self, first: Any) -> list[tuple[str, str]]:
         """`(key, kind)` of the values the native call reads with the tokens."""
         return [
             (scalar.key, kind)
             for scalar in self.scalars
-            if (kind := scalar.in_place_kind()) is not None
+            if (kind := scalar.native_kind()) is not None
             and (scalar.required or (first is not None and scalar.key in first))
         ]
 
@@ -532,8 +532,9 @@ class _Layout:
 class _PreferenceTorchCall:
     """The `torch_call` of the three preference collators, driven by each one's `_layout`: an
     `ArrowBatch` read from Arrow where it can be (`from_arrow`); the usual batch (a list of
-    dicts of token lists) read in place by one native call, the scalars with it; any other
-    batch checked row by row (`from_rows`, which names a bad row)."""
+    dicts of token lists) read by the reader's strict route in one native call, the scalars
+    with it; any other by its lax route in the same call, then checked row by row
+    (`from_rows`, which names a bad row)."""
 
     _batch_methods: tuple[str, ...] = ("__call__", "torch_call")
     _layout: ClassVar[_Layout]
@@ -549,7 +550,7 @@ class _PreferenceTorchCall:
         keep_end = keeps_end(self) if layout.truncation_mode else False
         first = _first_dict(examples)
         completions = layout.completions_in(first)
-        scalars = layout.scalars_in_place(first)
+        scalars = layout.native_scalars(first)
         read = completions and _read_once(
             examples,
             layout.prompt,

@@ -1,7 +1,8 @@
 //! Binding for the Arrow path. An `ArrowColumn` holds numpy views of one dataset column's Arrow
 //! buffers (built once per process and kept alive by the object); `collate_arrow` gathers a
-//! batch of rows from such columns and pads it, all with the interpreter released, and returns
-//! the same zero-copy numpy arrays as `collate`.
+//! batch of rows from such columns and pads it, all with the interpreter released, and hands
+//! the outputs out as `collate` does (`output_buffers::hand_out`: numpy or torch over the
+//! Rust buffers, or copied into a provider's tensors).
 
 use std::collections::HashMap;
 

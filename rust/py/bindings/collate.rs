@@ -1,6 +1,7 @@
 //! The `collate` binding: pads the groups it can straight from the rows (the reader's strict
 //! route, `collate_rows`), gathers the rest into columns for the core (its lax route),
-//! and hands every output to numpy.
+//! and hands every output out through `output_buffers::hand_out` (to numpy, to torch, or
+//! copied into a provider's tensors).
 
 use std::collections::HashMap;
 use std::ptr;
@@ -31,9 +32,9 @@ struct Keep {
     numpy_scalars: bool,
 }
 
-/// What `pad_groups_in_place` did: the keys being collated, the outputs of the groups it
+/// What `strict_groups` did: the keys being collated, the outputs of the groups it
 /// padded, and the groups left for the core.
-struct InPlace<'py> {
+struct StrictGroups<'py> {
     keys: BatchKeys<'py>,
     rows: Vec<Bound<'py, PyDict>>,
     outputs: Vec<Output>,
@@ -41,14 +42,14 @@ struct InPlace<'py> {
 }
 
 /// Pads the groups it can straight from the rows (see `collate_rows`), for a list or
-/// tuple of exact dicts. `None`: nothing was padded in place (other rows, or no group
+/// tuple of exact dicts. `None`: the strict route took no group (other rows, or no group
 /// qualified), and the whole batch goes the general way.
-fn pad_groups_in_place<'py>(
+fn strict_groups<'py>(
     features: &Bound<'py, PyAny>,
     plan: &Plan,
     padded_keys: &[&str],
     only_keys: &Option<BatchKeys<'py>>,
-) -> PyResult<Option<InPlace<'py>>> {
+) -> PyResult<Option<StrictGroups<'py>>> {
     // The rows as exact dicts, read in one pass.
     let Some(rows) = reader::exact_dicts(features) else {
         return Ok(None);
@@ -82,7 +83,7 @@ fn pad_groups_in_place<'py>(
     if outputs.is_empty() {
         return Ok(None);
     }
-    Ok(Some(InPlace {
+    Ok(Some(StrictGroups {
         keys,
         rows,
         outputs,
@@ -295,13 +296,13 @@ fn collate_with<'py>(
     let modes_off = torch::modes_off(py)?;
     // Groups padded straight from the rows (the usual batch); the rest is gathered into
     // columns and padded by the core.
-    let in_place = pad_groups_in_place(features, plan, &padded_keys, &keys)?;
-    let (keys, in_place, rest_plan, gathered) = match in_place {
+    let strict = strict_groups(features, plan, &padded_keys, &keys)?;
+    let (keys, strict_outputs, rest_plan, gathered) = match strict {
         None => {
             let (keys, gathered) = gather(features, &padded_keys, keys, keep)?;
             (keys, Vec::new(), None, gathered)
         }
-        Some(InPlace {
+        Some(StrictGroups {
             keys,
             rows,
             mut outputs,
@@ -348,7 +349,7 @@ fn collate_with<'py>(
         .names
         .iter()
         .enumerate()
-        .filter(|(_, key)| !in_place.iter().any(|o| &o.key == *key));
+        .filter(|(_, key)| !strict_outputs.iter().any(|o| &o.key == *key));
     for ((index, _), g) in gathered_keys.zip(gathered) {
         if g.is_raw {
             raw.push((index, g.raw));
@@ -356,7 +357,10 @@ fn collate_with<'py>(
             numeric.push(g.column);
         }
     }
-    if numeric.is_empty() && in_place.is_empty() && raw.first().is_none_or(|(_, r)| r.is_empty()) {
+    if numeric.is_empty()
+        && strict_outputs.is_empty()
+        && raw.first().is_none_or(|(_, r)| r.is_empty())
+    {
         return Err(CollateError::EmptyBatch.into());
     }
     let mut outputs = if numeric.is_empty() {
@@ -365,7 +369,7 @@ fn collate_with<'py>(
         let core_plan = rest_plan.as_ref().unwrap_or(plan);
         py.detach(|| pad::collate(numeric, core_plan))?
     };
-    outputs.extend(in_place);
+    outputs.extend(strict_outputs);
     // The last output under a key wins, as a later insert into a map would.
     let take = |outputs: &mut Vec<Output>, name: &str| {
         outputs

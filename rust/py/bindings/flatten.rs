@@ -1,5 +1,7 @@
-//! Binding for the flattening collator: reads `input_ids` (and `labels`) once, packs them with
-//! the interpreter released, and hands the packed buffers to numpy without copying.
+//! Binding for the flattening collator and TRL's padding-free batch: reads `input_ids` (and
+//! `labels`, `seq_lengths`) by the reader's strict route, or its lax route in the same call,
+//! packs them with the interpreter released, and hands the packed buffers to numpy without
+//! copying.
 
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -21,13 +23,13 @@ where
     matrix(py, 1, columns, values)
 }
 
-fn not_integers(column: &Column) -> bool {
+pub(crate) fn not_integers(column: &Column) -> bool {
     matches!(column.kind, Some(Kind::Float) | Some(Kind::Bool))
 }
 
 /// The first row whose `key` holds a float, or only bools (read again row by row: a column
 /// keeps no record of which row promoted it). Only reached when the batch has such a row.
-fn first_non_integer_row(features: &Bound<'_, PyAny>, key: &str) -> PyResult<usize> {
+pub(crate) fn first_non_integer_row(features: &Bound<'_, PyAny>, key: &str) -> PyResult<usize> {
     let py = features.py();
     for (row, feature) in features.try_iter()?.enumerate() {
         let one = PyList::new(py, [feature?])?;
@@ -47,7 +49,7 @@ fn first_non_integer_row(features: &Bound<'_, PyAny>, key: &str) -> PyResult<usi
 /// its `input_ids`, the first key). None for anything else, leaving the batch to the lax route,
 /// which then reads it again and reports what is wrong, as it would have. Giving up runs no
 /// Python code and changes nothing.
-fn columns_in_place(
+fn strict_columns(
     reader: &Reader<'_>,
     keys: &[String],
     labels_from_ids: bool,
@@ -87,7 +89,7 @@ fn columns_in_place(
 }
 
 /// Whether any row holds `labels` (`"labels" in row`, in row order).
-fn any_labels(features: &Bound<'_, PyAny>) -> PyResult<bool> {
+pub(crate) fn any_labels(features: &Bound<'_, PyAny>) -> PyResult<bool> {
     let labels = intern!(features.py(), "labels");
     for row in features.try_iter()? {
         if row?.contains(labels)? {
@@ -100,7 +102,9 @@ fn any_labels(features: &Bound<'_, PyAny>) -> PyResult<bool> {
 /// The rows for the lax route with TRL's labels: each row without `labels` (but with
 /// `input_ids`) replaced by a new dict of its items and `labels` set to its `input_ids`, as
 /// `{**row, "labels": row["input_ids"]}` makes it; the others as they are.
-fn with_labels_from_ids<'py>(features: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn with_labels_from_ids<'py>(
+    features: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
     let py = features.py();
     let labels = intern!(py, "labels");
     let ids = intern!(py, "input_ids");
@@ -125,7 +129,7 @@ fn with_labels_from_ids<'py>(features: &Bound<'py, PyAny>) -> PyResult<Bound<'py
 /// `cu_seq_lens` (int32, `(rows + 1,)`) and `max_length` (an int), and `read_strictly`
 /// (whether the reader's strict route read the rows: every value an exact list or tuple of
 /// ints, so int64 is the rows' own dtype). The usual batch takes the strict route (see
-/// `columns_in_place`), any other the lax one, in the same call. With `labels_from_ids` (TRL's
+/// `strict_columns`), any other the lax one, in the same call. With `labels_from_ids` (TRL's
 /// rule), `labels` is whether any row holds labels, and a row without them takes its input
 /// ids.
 #[pyfunction]
@@ -163,7 +167,7 @@ pub fn flatten_batch<'py>(
         keys.push("seq_lengths".to_string());
     }
     let reader = Reader::new(features);
-    let strict = columns_in_place(&reader, &keys, labels_from_ids && labels);
+    let strict = strict_columns(&reader, &keys, labels_from_ids && labels);
     let read_strictly = strict.is_some();
     let columns = match strict {
         Some(columns) => columns,

@@ -1,5 +1,6 @@
-//! Binding for the length-grouping core: borrows the numpy buffers, groups with the
-//! interpreter released, and hands the result to numpy without copying it.
+//! Binding for the length-grouping core: copies the numpy lengths and permutation in
+//! (`OwnedArray1`), groups with the interpreter released, and hands the result to numpy
+//! without copying it.
 
 use pyo3::prelude::*;
 

@@ -1,5 +1,5 @@
-//! Binding for `pack_dataset`'s core (`core::pack_dataset`): borrows the numpy row lengths and
-//! batch boundaries, plans with the interpreter released, and hands back numpy arrays.
+//! Binding for `pack_dataset`'s core (`core::pack_dataset`): copies the numpy row lengths and
+//! batch boundaries in (`OwnedArray1`), plans with the interpreter released, and hands back numpy arrays.
 
 use numpy::PyArray1;
 use pyo3::prelude::*;

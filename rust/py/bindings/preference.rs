@@ -1,5 +1,6 @@
 //! Binding for the preference collators' prompt + completion padding: reads the prompt and
-//! completion columns of the rows once, joins, cuts and pads them with the interpreter released
+//! completion columns of the rows (the reader's strict route, else its lax route in the same
+//! call), joins, cuts and pads them with the interpreter released
 //! (`core::preference`), and hands the matrices to numpy without copying.
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -42,7 +43,7 @@ fn sequences(column: &Column) -> PyResult<Sequences<'_>> {
 /// when `has_prompt`) are exact lists or tuples of exact ints in the int64 range. None gives
 /// the batch to the general path (which reports what is wrong, in row order); nothing here
 /// runs Python code, so giving up changes nothing.
-fn in_place(
+fn strict_batches(
     reader: &Reader<'_>,
     keys: &[String],
     has_prompt: bool,
@@ -223,7 +224,7 @@ fn scalar_column<'py>(
 /// `max_length` (from the end with `keep_end`) and padded right with `pad_id`: a list of
 /// `(input_ids, attention_mask, completion_mask)` int64 matrices, one for all the keys padded
 /// together (`together`, rows in key order) or one per key; the completion mask is None
-/// unless `completion_mask`. The usual batch takes the reader's strict route (see `in_place`),
+/// unless `completion_mask`. The usual batch takes the reader's strict route (see `strict_batches`),
 /// any other its lax route, in the same call.
 ///
 /// `scalars`, `(key, kind)` pairs (kind "float32" or "bool"), adds one item per pair after the
@@ -273,7 +274,7 @@ pub fn pad_prompt_completion<'py>(
         completion_mask,
     };
     let reader = Reader::new(features);
-    let strict = in_place(&reader, &keys, prompt_key.is_some(), together, &options);
+    let strict = strict_batches(&reader, &keys, prompt_key.is_some(), together, &options);
     let read_strictly = strict.is_some();
     let batches = match strict {
         Some(batches) => batches,

@@ -1,5 +1,5 @@
-//! Binding for the batch samplers' core (`rebalance`, `packing`): borrows the numpy lengths,
-//! computes an epoch with the interpreter released, and hands back (indices, offsets) arrays.
+//! Binding for the batch samplers' core (`rebalance`, `packing`): copies the numpy lengths in
+//! (`OwnedArray1`), computes an epoch with the interpreter released, and hands back (indices, offsets) arrays.
 
 use pyo3::prelude::*;
 

@@ -1,6 +1,6 @@
 //! Bindings for the streaming samplers' cores, one bounded buffer at a time:
 //! `LengthGroupedStream` (`core::stream_grouping`) and `PackedStream` (`core::stream_packing`).
-//! Each borrows the buffer's lengths, plans with the interpreter released, and hands back
+//! Each copies the buffer's lengths in (`OwnedArray1`), plans with the interpreter released, and hands back
 //! (indices, offsets, carried) arrays.
 
 use pyo3::prelude::*;

@@ -1,5 +1,5 @@
-//! Binding for TRL's `pad` of token-id lists (`fastcollate.trl.pad_with_mask`): a list of
-//! lists or tuples of ints padded into an int64 matrix with its attention mask, in one call.
+//! Binding for `fastcollate.trl.pad_with_mask` (TRL's `pad` of tensors goes through `collate`):
+//! a list of lists or tuples of ints padded into an int64 matrix with its attention mask, in one call.
 //! The reader's strict route writes exact lists and tuples of exact ints straight into the
 //! padded matrix, without a dict per row or a column in between; any other batch takes its lax
 //! route (the rows gathered into a column and padded by the core), which pads it the same way

@@ -442,7 +442,7 @@ fn read_flat_array(
 /// `torch.cat` (see `tensor_concat::concatenate_tensors`): one call into torch for the batch
 /// instead of one or two per row (and one copy off the device). This is the general path's
 /// read of a tensor key; pad groups of the usual kind read each integer tensor in place
-/// instead (`in_place`, through `tensor_ints`).
+/// instead (the reader's strict route, `collate_rows`, through `tensor_ints`).
 /// `Ok(false)`: the batch is not of that shape (other types, mixed float dtypes or devices, a
 /// dtype without a fast path, ...) and nothing was read; the caller reads row by row, which
 /// also reports any error with its row.
