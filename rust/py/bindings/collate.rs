@@ -13,13 +13,12 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
 
 use crate::core::error::CollateError;
-use crate::core::pad::{self, DType, Layout, Output, PadGroup, Plan};
+use crate::core::pad::{self, DType, Layout, Output, Plan};
 
-use crate::py::convert::collate_rows;
-use crate::py::convert::gather::{gather, KeepRaw};
+use crate::py::convert::collate_rows::{self, StrictGroups};
+use crate::py::convert::gather::{gather, BatchKeys, KeepRaw};
 use crate::py::convert::pad_plan::{build_plan, PyPadGroup};
 use crate::py::convert::reader;
-use crate::py::convert::rows::{check_no_later_keys, BatchKeys};
 use crate::py::convert::torch;
 use crate::py::output::numpy_arrays::output_to_py;
 use crate::py::output::output_buffers::{hand_out, OutputBuffers};
@@ -30,65 +29,6 @@ use crate::py::output::torch_tensors;
 struct Keep {
     arrays: bool,
     numpy_scalars: bool,
-}
-
-/// What `strict_groups` did: the keys being collated, the outputs of the groups it
-/// padded, and the groups left for the core.
-struct StrictGroups<'py> {
-    keys: BatchKeys<'py>,
-    rows: Vec<Bound<'py, PyDict>>,
-    outputs: Vec<Output>,
-    rest_groups: Vec<PadGroup>,
-}
-
-/// Pads the groups it can straight from the rows (see `collate_rows`), for a list or
-/// tuple of exact dicts. `None`: the strict route took no group (other rows, or no group
-/// qualified), and the whole batch goes the general way.
-fn strict_groups<'py>(
-    features: &Bound<'py, PyAny>,
-    plan: &Plan,
-    padded_keys: &[&str],
-    only_keys: &Option<BatchKeys<'py>>,
-) -> PyResult<Option<StrictGroups<'py>>> {
-    // The rows as exact dicts, read in one pass.
-    let Some(rows) = reader::exact_dicts(features) else {
-        return Ok(None);
-    };
-    let Some(first) = rows.first() else {
-        return Ok(None);
-    };
-    // A key in two groups is left to the core, which decides between them.
-    if padded_keys
-        .iter()
-        .enumerate()
-        .any(|(i, key)| padded_keys[..i].contains(key))
-    {
-        return Ok(None);
-    }
-    let keys = match only_keys {
-        Some(keys) => keys.clone(),
-        None => match BatchKeys::of_row(first.as_any()) {
-            Ok(keys) => keys,
-            Err(_) => return Ok(None), // the general path raises it
-        },
-    };
-    let mut outputs = Vec::with_capacity(keys.names.len() + plan.groups.len());
-    let mut rest_groups = Vec::new();
-    for group in &plan.groups {
-        match collate_rows::pad_group(&rows, &keys.names, &keys.objects, group, plan) {
-            Some(group_outputs) => outputs.extend(group_outputs),
-            None => rest_groups.push(group.clone()),
-        }
-    }
-    if outputs.is_empty() {
-        return Ok(None);
-    }
-    Ok(Some(StrictGroups {
-        keys,
-        rows,
-        outputs,
-        rest_groups,
-    }))
 }
 
 /// Collates a batch: gathers every key of the first row (attached), pads the groups and stacks
@@ -290,13 +230,16 @@ fn collate_with<'py>(
     };
     if keys.is_none() {
         // The batch's keys are its first row's: a key only later rows hold would be left out.
-        check_no_later_keys(features)?;
+        reader::check_no_later_keys(features)?;
     }
     // No torch function mode runs while the rows are read (see `torch::modes_off`).
     let modes_off = torch::modes_off(py)?;
-    // Groups padded straight from the rows (the usual batch); the rest is gathered into
-    // columns and padded by the core.
-    let strict = strict_groups(features, plan, &padded_keys, &keys)?;
+    // Groups padded straight from the rows (the usual batch: a list or tuple of exact dicts,
+    // taken in one pass); the rest is gathered into columns and padded by the core.
+    let strict = match reader::exact_dicts(features) {
+        Some(rows) => collate_rows::strict_groups(rows, plan, &padded_keys, &keys, keep.arrays)?,
+        None => None,
+    };
     let (keys, strict_outputs, rest_plan, gathered) = match strict {
         None => {
             let (keys, gathered) = gather(features, &padded_keys, keys, keep)?;
@@ -305,21 +248,9 @@ fn collate_with<'py>(
         Some(StrictGroups {
             keys,
             rows,
-            mut outputs,
+            outputs,
             rest_groups,
         }) => {
-            // Keys outside every group holding an int per row (labels: Python ints, or
-            // 0-d tensors), read straight from the rows too.
-            for (name, object) in keys.names.iter().zip(&keys.objects) {
-                if padded_keys.contains(&name.as_str()) {
-                    continue;
-                }
-                if let Some(output) =
-                    collate_rows::int_scalars(&rows, object, name, plan, keep.arrays)
-                {
-                    outputs.push(output);
-                }
-            }
             let padded_here = |key: &str| outputs.iter().any(|o| o.key == key);
             let gathered = if keys.names.iter().all(|key| padded_here(key)) {
                 Vec::new()

@@ -10,9 +10,8 @@ use pyo3::types::{PyDict, PyList, PyString};
 use crate::core::column::{Column, Kind, Shape};
 use crate::core::error::CollateError;
 use crate::core::flatten::{flatten as pack, EmptyRows, FlattenOptions};
-use crate::py::convert::gather::{gather, KeepRaw};
+use crate::py::convert::gather::{gather, BatchKeys, KeepRaw};
 use crate::py::convert::reader::{Reader, Values};
-use crate::py::convert::rows::BatchKeys;
 use crate::py::output::numpy_arrays::{matrix, vector};
 
 fn one_row<T>(py: Python<'_>, values: Vec<T>) -> PyResult<Bound<'_, PyAny>>

@@ -18,10 +18,78 @@ use crate::core::sizes;
 
 use super::array_values::{self, IntElement, IntValuesVisitor};
 use super::dlpack;
+use super::gather::BatchKeys;
 use super::reader::{classify, values_of, AppendFirst, ValueKind, Values};
 use super::tensor_concat::{concatenate_tensors, ConcatenatedRows};
 use super::tensor_ints::{self, TensorInts};
 use super::torch;
+
+/// What `strict_groups` did: the keys being collated, the rows it read, the outputs of the
+/// groups it padded (and of the int labels), and the groups left for the core.
+pub struct StrictGroups<'py> {
+    pub keys: BatchKeys<'py>,
+    pub rows: Vec<Bound<'py, PyDict>>,
+    pub outputs: Vec<Output>,
+    pub rest_groups: Vec<PadGroup>,
+}
+
+/// Pads the groups it can straight from `rows` (a list or tuple of exact dicts, as
+/// `reader::exact_dicts` takes it), and the int labels outside every group. `None`: the strict
+/// route took no group (other rows, or no group qualified), and the whole batch goes the
+/// general way.
+pub fn strict_groups<'py>(
+    rows: Vec<Bound<'py, PyDict>>,
+    plan: &Plan,
+    padded_keys: &[&str],
+    only_keys: &Option<BatchKeys<'py>>,
+    keep_arrays: bool,
+) -> PyResult<Option<StrictGroups<'py>>> {
+    let Some(first) = rows.first() else {
+        return Ok(None);
+    };
+    // A key in two groups is left to the core, which decides between them.
+    if padded_keys
+        .iter()
+        .enumerate()
+        .any(|(i, key)| padded_keys[..i].contains(key))
+    {
+        return Ok(None);
+    }
+    let keys = match only_keys {
+        Some(keys) => keys.clone(),
+        None => match BatchKeys::of_row(first.as_any()) {
+            Ok(keys) => keys,
+            Err(_) => return Ok(None), // the general path raises it
+        },
+    };
+    let mut outputs = Vec::with_capacity(keys.names.len() + plan.groups.len());
+    let mut rest_groups = Vec::new();
+    for group in &plan.groups {
+        match pad_group(&rows, &keys.names, &keys.objects, group, plan) {
+            Some(group_outputs) => outputs.extend(group_outputs),
+            None => rest_groups.push(group.clone()),
+        }
+    }
+    if outputs.is_empty() {
+        return Ok(None);
+    }
+    // Keys outside every group holding an int per row (labels: Python ints, or 0-d tensors),
+    // read straight from the rows too.
+    for (name, object) in keys.names.iter().zip(&keys.objects) {
+        if padded_keys.contains(&name.as_str()) {
+            continue;
+        }
+        if let Some(output) = int_scalars(&rows, object, name, plan, keep_arrays) {
+            outputs.push(output);
+        }
+    }
+    Ok(Some(StrictGroups {
+        keys,
+        rows,
+        outputs,
+        rest_groups,
+    }))
+}
 
 /// One key's values across the batch, as they will be read.
 enum KeyRows<'py> {

@@ -1,5 +1,7 @@
-//! Walking a batch once, attached to the interpreter: every key's values read into a core
-//! column, or kept as the Python objects when they are not numbers.
+//! The reader's lax route (`Reader::lax`): walking a batch of mappings once, attached to the
+//! interpreter, by the batch's keys (`BatchKeys`, the rows' own key objects) and a row's value
+//! under each (`row_value`): every key's values read into a core column, or kept as the
+//! Python objects when they are not numbers.
 
 use pyo3::exceptions::{PyMemoryError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -9,7 +11,6 @@ use crate::core::column::Column;
 use crate::core::error::CollateError;
 
 use super::read::{self, ReadError, Site};
-use super::rows::{key_string, row_value, BatchKeys};
 use super::torch;
 
 /// One key's values across the batch: numbers in `column`, unless some value was not numeric,
@@ -38,6 +39,104 @@ pub struct KeepRaw<'a> {
     /// Keys whose dtype the caller has fixed (`collate`'s `dtypes`): their values are read as
     /// numbers, and cast, whatever they are.
     pub typed_keys: &'a [&'a str],
+}
+
+pub fn key_string(key: &Bound<'_, PyAny>) -> PyResult<String> {
+    key.cast::<PyString>()
+        .map_err(|_| PyTypeError::new_err("feature names must be strings"))?
+        .to_str()
+        .map(str::to_owned)
+}
+
+/// The keys a batch is collated under: each one's name, and the Python string rows are looked
+/// up with and the output is keyed by. Read from the first row, that string is the row's own
+/// key object, as in transformers (which also keeps a str subclass there): a dict lookup with
+/// the very object the dict holds skips comparing the strings, and rows built alike (a
+/// dataset's) share their key objects.
+#[derive(Clone)]
+pub struct BatchKeys<'py> {
+    pub names: Vec<String>,
+    pub objects: Vec<Bound<'py, PyString>>,
+}
+
+impl<'py> BatchKeys<'py> {
+    pub fn named(py: Python<'py>, names: Vec<String>) -> Self {
+        let objects = names.iter().map(|name| PyString::new(py, name)).collect();
+        BatchKeys { names, objects }
+    }
+
+    /// The keys of `row` (a mapping), in its order.
+    pub fn of_row(row: &Bound<'py, PyAny>) -> PyResult<Self> {
+        let size = row.cast_exact::<PyDict>().map_or(0, |dict| dict.len());
+        let mut names = Vec::with_capacity(size);
+        let mut objects = Vec::with_capacity(size);
+        let mut add = |key: Bound<'py, PyAny>| -> PyResult<()> {
+            names.push(key_string(&key)?);
+            objects.push(key.cast_into::<PyString>()?);
+            Ok(())
+        };
+        if let Ok(dict) = row.cast_exact::<PyDict>() {
+            // Walked in place: no list of the keys is made.
+            for (key, _) in dict.iter() {
+                add(key)?;
+            }
+        } else {
+            for key in row.call_method0("keys")?.try_iter()? {
+                add(key?)?;
+            }
+        }
+        Ok(BatchKeys { names, objects })
+    }
+
+    /// The keys `keep` accepts, in order.
+    pub fn filtered(&self, keep: impl Fn(&str) -> bool) -> Self {
+        let (names, objects) = self
+            .names
+            .iter()
+            .zip(&self.objects)
+            .filter(|(name, _)| keep(name))
+            .map(|(name, object)| (name.clone(), object.clone()))
+            .unzip();
+        BatchKeys { names, objects }
+    }
+}
+
+/// `key` is `name` as a Python string (see `BatchKeys`): a lookup then costs no string
+/// allocation and no hashing. Exact dicts are read directly; every other mapping (dict
+/// subclasses included, which may compute or transform values) through `row[key]`.
+pub fn row_value<'py>(
+    row: &Bound<'py, PyAny>,
+    key: &Bound<'py, PyString>,
+    name: &str,
+    index: usize,
+) -> PyResult<Bound<'py, PyAny>> {
+    let missing = || {
+        PyErr::from(CollateError::MissingKey {
+            key: name.into(),
+            row: index,
+        })
+    };
+    if let Ok(dict) = row.cast_exact::<PyDict>() {
+        return dict.get_item(key)?.ok_or_else(missing);
+    }
+    if !row.hasattr("keys").unwrap_or(false) {
+        return Err(CollateError::NotAMapping {
+            row: index,
+            type_name: row
+                .get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_default(),
+        }
+        .into());
+    }
+    row.get_item(key).map_err(|err| {
+        if err.is_instance_of::<pyo3::exceptions::PyKeyError>(row.py()) {
+            missing()
+        } else {
+            err
+        }
+    })
 }
 
 /// An exception raised while reading a value (a tensor numpy cannot take, a failing

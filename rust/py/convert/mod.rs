@@ -11,7 +11,6 @@ pub mod ints;
 pub mod pad_plan;
 pub mod read;
 pub mod reader;
-pub mod rows;
 pub mod tensor_concat;
 pub mod tensor_ints;
 pub mod torch;

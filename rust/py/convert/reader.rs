@@ -1,4 +1,6 @@
-//! The one reader of a batch's rows. Each value a binding pads is classified once, from its
+//! The one reader of a batch's rows, where the rows enter first: the batch as exact dicts
+//! (`exact_dicts`, taken once), and a later row's extra key refused (`check_no_later_keys`).
+//! Each value a binding pads is classified once, from its
 //! exact type (`classify`: an exact list, an exact tuple, an exact 1-d numpy array, a torch
 //! tensor, an exact int, or anything else), and every later step dispatches on that answer
 //! instead of asking the value again. Per key the reader offers two routes:
@@ -21,12 +23,12 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyInt, PyList, PyString, PyTuple};
 
 use crate::core::column::Column;
+use crate::core::error::CollateError;
 use crate::core::pad::{self, Slots};
 
 use super::array_values::{self, IntElement, IntValuesVisitor};
-use super::gather::{gather, KeepRaw};
+use super::gather::{gather, BatchKeys, KeepRaw};
 use super::ints;
-use super::rows::BatchKeys;
 use super::torch;
 
 /// What a row's value is, decided once from its exact type (a subclass is `Other`, except for
@@ -164,6 +166,54 @@ pub fn exact_dicts<'py>(features: &Bound<'py, PyAny>) -> Option<Vec<Bound<'py, P
     }
     let tuple = features.cast_exact::<PyTuple>().ok()?;
     tuple.iter().map(take).collect()
+}
+
+/// The first key a later row holds that the first row lacks, as an error naming the key and the
+/// row: a batch is collated under its first row's keys, so such a key would be left out. Only
+/// a row with a different number of keys is looked into (a row with as many keys and one of
+/// them different also lacks one of the first row's, which is reported where it is read).
+/// Rows that are not a list or tuple of mappings are left to the reader, which reports them.
+pub fn check_no_later_keys(features: &Bound<'_, PyAny>) -> PyResult<()> {
+    let rows: Vec<Bound<'_, PyAny>> = if let Ok(list) = features.cast::<PyList>() {
+        list.iter().collect()
+    } else if let Ok(tuple) = features.cast::<PyTuple>() {
+        tuple.iter().collect()
+    } else {
+        return Ok(());
+    };
+    let Some(first) = rows.first() else {
+        return Ok(());
+    };
+    let count = |row: &Bound<'_, PyAny>| match row.cast_exact::<PyDict>() {
+        Ok(dict) => Some(dict.len()),
+        Err(_) => row.len().ok(),
+    };
+    let Some(first_count) = count(first) else {
+        return Ok(());
+    };
+    for (index, row) in rows.iter().enumerate().skip(1) {
+        if count(row).is_none_or(|n| n == first_count) {
+            continue;
+        }
+        let keys = match row.cast_exact::<PyDict>() {
+            Ok(dict) => dict.keys().into_any(),
+            Err(_) => match row.call_method0("keys") {
+                Ok(keys) => keys,
+                Err(_) => continue, // not a mapping: the reader says so
+            },
+        };
+        for key in keys.try_iter()? {
+            let key = key?;
+            if !first.contains(&key)? {
+                return Err(CollateError::ExtraKey {
+                    key: key.str()?.to_string(),
+                    row: index,
+                }
+                .into());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `key`'s value in every row (exact dicts), classified; None when a row lacks it.
