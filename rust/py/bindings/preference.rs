@@ -5,15 +5,16 @@
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyList, PyString, PyTuple};
 
 use crate::core::column::{Column, Kind, Shape};
 use crate::core::error::CollateError;
+use crate::core::pad::DType;
 use crate::core::preference::{
     kept, pad_joined, pad_joined_with, write_copy, JoinOptions, JoinedBatch, Lengths, Part,
     Sequences,
 };
-use crate::py::convert::reader::{Reader, Values};
+use crate::py::convert::reader::{Reader, Scalars, Values};
 use crate::py::output::numpy_arrays::{matrix, vector};
 
 fn sequences(column: &Column) -> PyResult<Sequences<'_>> {
@@ -165,59 +166,15 @@ fn kept_prompt<'a>(
     batch.input_ids.get(first..first.checked_add(length)?)
 }
 
-/// One number per row read from the rows, as the preference collators' scalar columns
-/// (`margin`, `label`, the reference log-probabilities) are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ScalarKind {
-    /// Exact floats, each rounded to float32.
-    Float32,
-    /// Exact bools.
-    Bool,
-}
-
-impl ScalarKind {
-    fn named(name: &str) -> PyResult<Self> {
-        match name {
-            "float32" => Ok(Self::Float32),
-            "bool" => Ok(Self::Bool),
-            _ => Err(PyValueError::new_err(format!(
-                "unknown scalar kind '{name}': expected 'float32' or 'bool'"
-            ))),
-        }
+/// The dtype of a scalar column (`scalars`): only float32 and bool columns are read here.
+fn scalar_dtype(key: String, dtype: DType) -> PyResult<(String, DType)> {
+    match dtype {
+        DType::F32 | DType::Bool => Ok((key, dtype)),
+        other => Err(PyValueError::new_err(format!(
+            "unknown scalar kind '{}': expected 'float32' or 'bool'",
+            other.name()
+        ))),
     }
-}
-
-/// Every row's `key` as a 1-d array of `kind`, when `features` is a list of exact dicts that
-/// all hold an exact value of that kind under `key`; None otherwise (the caller then reads the
-/// column itself, which names a missing key or a bad value); an error only from making the
-/// array. Nothing here runs Python code.
-fn scalar_column<'py>(
-    features: &Bound<'py, PyAny>,
-    key: &str,
-    kind: ScalarKind,
-) -> Option<PyResult<Bound<'py, PyAny>>> {
-    let py = features.py();
-    let rows = features.cast_exact::<PyList>().ok()?;
-    let key = PyString::new(py, key);
-    let mut floats = Vec::new();
-    let mut bools = Vec::new();
-    let wanted = rows.len();
-    match kind {
-        ScalarKind::Float32 => floats.try_reserve_exact(wanted).ok()?,
-        ScalarKind::Bool => bools.try_reserve_exact(wanted).ok()?,
-    }
-    for row in rows.iter() {
-        let value = row.cast_exact::<PyDict>().ok()?.get_item(&key).ok()??;
-        match kind {
-            // Rounded to the nearest float32 (infinite past its range), as torch.tensor does.
-            ScalarKind::Float32 => floats.push(value.cast_exact::<PyFloat>().ok()?.value() as f32),
-            ScalarKind::Bool => bools.push(value.cast_exact::<PyBool>().ok()?.is_true()),
-        }
-    }
-    Some(match kind {
-        ScalarKind::Float32 => vector(py, floats).map(Bound::into_any),
-        ScalarKind::Bool => vector(py, bools).map(Bound::into_any),
-    })
 }
 
 /// Every row's `prompt_key` (none: an empty prompt) joined to its value under each of `completion_keys`, cut to
@@ -246,12 +203,12 @@ pub fn pad_prompt_completion<'py>(
     max_length: Option<usize>,
     keep_end: bool,
     completion_mask: bool,
-    scalars: Option<Vec<(String, String)>>,
+    scalars: Option<Vec<(String, DType)>>,
 ) -> PyResult<Vec<Bound<'py, PyAny>>> {
     let scalars = scalars
         .unwrap_or_default()
         .into_iter()
-        .map(|(key, kind)| Ok((key, ScalarKind::named(&kind)?)))
+        .map(|(key, dtype)| scalar_dtype(key, dtype))
         .collect::<PyResult<Vec<_>>>()?;
     // The rows taken once: a list the caller passed is copied (its items, not their values),
     // so Python code that runs later in the call (an allocation's `__del__`) cannot add or
@@ -295,9 +252,13 @@ pub fn pad_prompt_completion<'py>(
             Ok(PyTuple::new(py, items)?.into_any())
         })
         .collect::<PyResult<Vec<_>>>()?;
-    for (key, kind) in scalars.iter() {
-        out.push(match scalar_column(features, key, *kind) {
-            Some(column) => column?,
+    for (key, dtype) in scalars.iter() {
+        let column = reader
+            .values(&PyString::new(py, key))
+            .and_then(|values| values.scalars(*dtype));
+        out.push(match column {
+            Some(Scalars::F32(floats)) => vector(py, floats)?.into_any(),
+            Some(Scalars::Bool(bools)) => vector(py, bools)?.into_any(),
             None => py.None().into_bound(py),
         });
     }

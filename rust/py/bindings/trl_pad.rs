@@ -84,15 +84,15 @@ fn lax<'py>(
     multiple: Option<usize>,
     left: bool,
 ) -> PyResult<Padded<'py>> {
+    if let Some((row, value)) = values.first_not_a_sequence() {
+        return Err(PyTypeError::new_err(format!(
+            "'{KEY}' in row {row} is a {}; pad_with_mask takes lists of token ids (pad takes \
+             tensors)",
+            value.get_type().name()?
+        )));
+    }
     let rows = PyList::empty(py);
-    for (row, value) in values.objects().iter().enumerate() {
-        if !(value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>()) {
-            return Err(PyTypeError::new_err(format!(
-                "'{KEY}' in row {row} is a {}; pad_with_mask takes lists of token ids (pad \
-                 takes tensors)",
-                value.get_type().name()?
-            )));
-        }
+    for value in values.objects() {
         let dict = PyDict::new(py);
         dict.set_item(KEY, value)?;
         rows.append(dict)?;

@@ -20,11 +20,11 @@
 
 use numpy::{PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 use crate::core::column::Column;
 use crate::core::error::CollateError;
-use crate::core::pad::{self, Slots};
+use crate::core::pad::{self, DType, Slots};
 
 use super::array_values::{self, IntElement, IntValuesVisitor};
 use super::gather::{gather, BatchKeys, KeepRaw};
@@ -392,5 +392,48 @@ impl IntValuesVisitor for AppendFirst<'_, '_> {
     type Output = bool;
     fn visit<T: IntElement>(self, values: &[T]) -> bool {
         array_values::append_ints(values, 0, self.length, self.out)
+    }
+}
+
+/// One number per row: a column of scalars (the preference collators' `margin`, `label`, the
+/// reference log-probabilities), as `Values::scalars` reads it.
+pub enum Scalars {
+    F32(Vec<f32>),
+    Bool(Vec<bool>),
+}
+
+impl<'py> Values<'py> {
+    /// The first row whose value is neither a list nor a tuple (subclasses count as either),
+    /// with that value: what a key of token lists must not hold on the lax route either.
+    pub fn first_not_a_sequence(&self) -> Option<(usize, &Bound<'py, PyAny>)> {
+        self.values.iter().enumerate().find(|(_, value)| {
+            !(value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>())
+        })
+    }
+
+    /// Every value as one number of `dtype`: each an exact float for `DType::F32` (rounded to
+    /// the nearest float32, infinite past its range, as `torch.tensor` rounds), each an exact
+    /// bool for `DType::Bool`; None when a value is not (the caller's lax route then names it),
+    /// for another dtype, or when the column cannot be reserved. No Python code runs.
+    pub fn scalars(&self, dtype: DType) -> Option<Scalars> {
+        match dtype {
+            DType::F32 => {
+                let mut floats = Vec::new();
+                floats.try_reserve_exact(self.values.len()).ok()?;
+                for value in &self.values {
+                    floats.push(value.cast_exact::<PyFloat>().ok()?.value() as f32);
+                }
+                Some(Scalars::F32(floats))
+            }
+            DType::Bool => {
+                let mut bools = Vec::new();
+                bools.try_reserve_exact(self.values.len()).ok()?;
+                for value in &self.values {
+                    bools.push(value.cast_exact::<PyBool>().ok()?.is_true());
+                }
+                Some(Scalars::Bool(bools))
+            }
+            DType::I64 | DType::F64 => None,
+        }
     }
 }
