@@ -256,3 +256,52 @@ def test_trl_text_and_floats_say_tokenize_first(padding_free):
             collate([{"input_ids": [5, 6]}, {"input_ids": bad}])
         message = str(raised.value)
         assert f"'input_ids' in row 1 {words}" in message and "tokenize first" in message, message
+
+
+def trl_collators():
+    """fastcollate's TRL collators (their rows: token lists under TRL's keys); none without TRL."""
+    try:
+        import fastcollate.trl as trl
+    except ImportError:
+        return []
+    return [
+        pytest.param(lambda tok: trl.DataCollatorForLanguageModeling(pad_token_id=0),
+                     {"input_ids": [5, 6]}, id="trl.LanguageModeling"),
+        pytest.param(lambda tok: trl.DataCollatorForLanguageModeling(pad_token_id=0,
+                                                                 padding_free=True),
+                     {"input_ids": [5, 6]}, id="trl.LanguageModeling-padding_free"),
+        pytest.param(lambda tok: trl.DataCollatorForPreference(pad_token_id=0),
+                     {"prompt_ids": [1], "chosen_ids": [2, 3], "rejected_ids": [4]},
+                     id="trl.Preference"),
+        pytest.param(lambda tok: trl.RewardDataCollatorForPreference(pad_token_id=0),
+                     {"chosen_ids": [2, 3], "rejected_ids": [4]}, id="trl.RewardPreference"),
+        pytest.param(lambda tok: trl.DataCollatorForUnpairedPreference(pad_token_id=0),
+                     {"prompt_ids": [1], "completion_ids": [2, 3], "label": True},
+                     id="trl.UnpairedPreference"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("make", "row"),
+    [
+        pytest.param(lambda tok: fastcollate.DataCollatorWithPadding(tok),
+                     {"input_ids": [1, 2]}, id="WithPadding"),
+        pytest.param(lambda tok: (lambda rows: fastcollate.pad(rows, tok)),
+                     {"input_ids": [1, 2]}, id="pad"),
+        pytest.param(lambda tok: fastcollate.DataCollatorWithFlattening(), {"input_ids": [1, 2]},
+                     id="WithFlattening"),
+        pytest.param(lambda tok: fastcollate.default_data_collator, {"input_ids": [1, 2]},
+                     id="default_data_collator"),
+        *trl_collators(),
+    ],
+)
+def test_a_batch_that_is_neither_rows_nor_columns_is_a_clear_error(make, row, bert_tokenizer):
+    # A numpy object array of row dicts (found by the fuzz test on TRL's reward collator): not
+    # a list or tuple of rows, not a mapping of columns. An error that names the type passed,
+    # or the bad row, never an AttributeError from inside the read.
+    batch = np.empty(2, dtype=object)
+    batch[0], batch[1] = dict(row), dict(row)
+    try:
+        make(bert_tokenizer)(batch)
+    except (TypeError, ValueError) as error:
+        assert "ndarray" in str(error) or "row" in str(error), error

@@ -247,6 +247,12 @@ pub fn gather<'py>(
     } else {
         // Columnar input: a mapping of key -> sequence of rows (already a dict of lists).
         let mapping = features;
+        if !mapping.hasattr("keys")? {
+            return Err(PyTypeError::new_err(format!(
+                "a batch is a list or tuple of rows (mappings) or a mapping of columns, not {}",
+                mapping.get_type().name()?
+            )));
+        }
         let mut keys = BatchKeys {
             names: Vec::new(),
             objects: Vec::new(),
