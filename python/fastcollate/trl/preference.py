@@ -170,24 +170,22 @@ def _padded_prompt_completion(
     call refuses the batch, `report_bad_row()` pads the joined sequences the slow way to raise
     an error that names the row; the native error is raised if it does not."""
     try:
-        # The last item says which route read the rows; the matrices are the same either way.
-        return cast(
-            "list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]",
-            _native.pad_prompt_completion(
-                rows,
-                prompt_key,
-                completion_keys,
-                together=together,
-                pad_id=pad_token_id,
-                multiple=multiple,
-                max_length=max_length,
-                keep_end=keep_end,
-                completion_mask=completion_mask,
-            )[:-1],
+        padded, _, _ = _native_read(
+            rows,
+            prompt_key,
+            completion_keys,
+            together,
+            pad_token_id,
+            multiple,
+            max_length,
+            keep_end,
+            completion_mask,
+            [],
         )
     except (TypeError, ValueError, OverflowError):
         report_bad_row()
         raise
+    return padded
 
 
 def _read_once(
@@ -202,28 +200,56 @@ def _read_once(
     completion_mask: bool,
     scalars: list[tuple[str, str]],
 ) -> tuple[list[Any], list[np.ndarray | None], bool] | None:
-    """`_padded_prompt_completion`'s matrices for a list of dicts, in one native call, with
-    each `(key, kind)` of `scalars` (kind "float32": exact floats, "bool": exact bools) read in
-    the same call (None where the rows do not all hold such a value: the caller reads that
-    column itself), and whether the strict route read the rows (every token value a list or
-    tuple of ints: such a batch passes every check the caller would make, so none is made).
-    None when the call refuses the batch: the caller then checks the rows, naming the bad one."""
+    """`_native_read`, or None when the call refuses the batch: the caller then checks the
+    rows, naming the bad one."""
     try:
-        read = _native.pad_prompt_completion(
+        return _native_read(
             examples,
             prompt_key,
             completion_keys,
-            together=together,
-            pad_id=pad_token_id,
-            multiple=multiple,
-            max_length=max_length,
-            keep_end=keep_end,
-            completion_mask=completion_mask,
-            scalars=scalars,
+            together,
+            pad_token_id,
+            multiple,
+            max_length,
+            keep_end,
+            completion_mask,
+            scalars,
         )
     except (TypeError, ValueError, OverflowError):
         return None
-    *read, read_strictly = read
+
+
+def _native_read(
+    examples: list[Any],
+    prompt_key: str | None,
+    completion_keys: list[str],
+    together: bool,
+    pad_token_id: int,
+    multiple: int | None,
+    max_length: int | None,
+    keep_end: bool,
+    completion_mask: bool,
+    scalars: list[tuple[str, str]],
+) -> tuple[list[Any], list[np.ndarray | None], bool]:
+    """The one native call of the preference collators: `(input_ids, attention_mask,
+    completion_mask)` of `prompt_key` (None: no prompt) joined to each of `completion_keys`
+    (padded together or one by one; the completion mask None unless `completion_mask`); each
+    `(key, kind)` of `scalars` (kind "float32": exact floats, "bool": exact bools) read in the
+    same call (None where the rows do not all hold such a value: the caller reads that column
+    itself); and whether the strict route read the rows (every token value a list or tuple of
+    ints: such a batch passes every check the caller would make, so none is made)."""
+    *read, read_strictly = _native.pad_prompt_completion(
+        examples,
+        prompt_key,
+        completion_keys,
+        together=together,
+        pad_id=pad_token_id,
+        multiple=multiple,
+        max_length=max_length,
+        keep_end=keep_end,
+        completion_mask=completion_mask,
+        scalars=scalars,
+    )
     split = len(read) - len(scalars)
     return read[:split], read[split:], read_strictly
 
