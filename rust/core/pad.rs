@@ -384,12 +384,30 @@ impl<'a, T: Copy> Slots<'a, T> {
         }
     }
 
+    /// Appends `values`: one copy of the slice (a `memcpy`), not a write a value.
     pub fn extend_from_slice(&mut self, values: &[T]) {
         let end = self.len.saturating_add(values.len());
         match self.buffer.get_mut(self.len..end) {
             Some(slots) => {
+                // SAFETY: `MaybeUninit<T>` has `T`'s layout, and every `T` is a valid
+                // `MaybeUninit<T>`: the slice is only read, as the values it holds.
+                let values = unsafe { &*(std::ptr::from_ref(values) as *const [MaybeUninit<T>]) };
+                slots.copy_from_slice(values);
+                self.len = end;
+            }
+            None => self.overflowed = true,
+        }
+    }
+
+    /// Appends `map(value)` for each of `values`: one loop from slice to slice, which the
+    /// compiler vectorizes (an `extend` from an iterator checks for leftovers at each value).
+    #[inline]
+    pub fn extend_mapped<S: Copy>(&mut self, values: &[S], map: impl Fn(S) -> T) {
+        let end = self.len.saturating_add(values.len());
+        match self.buffer.get_mut(self.len..end) {
+            Some(slots) => {
                 for (slot, &value) in slots.iter_mut().zip(values) {
-                    slot.write(value);
+                    slot.write(map(value));
                 }
                 self.len = end;
             }
@@ -1293,6 +1311,19 @@ mod tests {
                 "positions: lengths {lengths:?}, target {target}"
             );
         }
+    }
+
+    #[test]
+    fn slots_take_mapped_slices_whole_or_not_at_all() {
+        let mut buffer = uninit::<i64>(5);
+        let mut slots = Slots::new(&mut buffer[..4]);
+        slots.extend_mapped(&[1u8, 255], i64::from);
+        slots.extend_mapped(&[-3i32], i64::from);
+        assert_eq!(slots.written(), [1, 255, -3]);
+        // Two more do not fit in the one slot left: nothing is written.
+        slots.extend_mapped(&[4u16, 5], i64::from);
+        assert!(slots.overflowed);
+        assert_eq!(slots.len(), 3);
     }
 
     #[test]

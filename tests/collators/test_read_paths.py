@@ -405,6 +405,27 @@ def test_numpy_rows_of_every_int_dtype(collators, dtype, return_tensors):
     assert_same_as_transformers(collators, _numpy_rows(dtype), return_tensors)
 
 
+@pytest.mark.parametrize("return_tensors", ["pt", "np"])
+@pytest.mark.parametrize("dtype", NUMPY_INT_DTYPES, ids=lambda d: d.__name__)
+def test_numpy_rows_at_every_int_dtypes_ends_contiguous_or_strided(collators, dtype,
+                                                                   return_tensors):
+    # A contiguous row is read where it lies (copied whole for int64, widened value by value
+    # for the others); a strided one is copied out first. Both must give transformers' values
+    # at the ends of each dtype's range (uint64's end within int64's).
+    info = np.iinfo(dtype)
+    high = min(int(info.max), INT64_MAX)
+    values = np.array([info.min, high, 0, 1, info.min + 1, high - 1, 7], dtype=dtype)
+    strided = np.repeat(values, 2)[::2]
+    assert not strided.flags.c_contiguous
+    rows = [
+        {"input_ids": values, "attention_mask": np.ones(7, dtype=dtype)},
+        {"input_ids": strided[:4], "attention_mask": np.ones(4, dtype=dtype)},
+        {"input_ids": values[2:], "attention_mask": np.ones(5, dtype=dtype)[::-1]},
+        {"input_ids": values[:0], "attention_mask": np.ones(0, dtype=dtype)},
+    ]
+    assert_same_as_transformers(collators, rows, return_tensors)
+
+
 def test_numpy_uint64_above_int64_names_key_and_row(collators):
     rows = _numpy_rows(np.uint64)
     rows[2]["input_ids"][4] = 2**63
@@ -416,6 +437,11 @@ def test_numpy_uint64_above_int64_names_key_and_row(collators):
     "make",
     [
         pytest.param(lambda a: a[::2], id="strided"),
+        pytest.param(lambda a: a[::-1], id="reversed"),
+        pytest.param(lambda a: np.frombuffer(b"\0" + a.tobytes(), np.int64, offset=1),
+                     id="unaligned"),
+        pytest.param(lambda a: a.astype(np.longlong), id="longlong"),
+        pytest.param(lambda a: np.broadcast_to(a[:1], a.shape), id="broadcast"),
         pytest.param(lambda a: a.astype(a.dtype.newbyteorder()), id="byte-swapped"),
         pytest.param(lambda a: a.view(np.recarray), id="subclass"),
         pytest.param(lambda a: a.astype(np.float32), id="float32"),

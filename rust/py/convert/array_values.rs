@@ -92,6 +92,28 @@ pub trait IntElement: numpy::Element + Copy {
     fn wrapping_i64(self) -> i64;
     /// The value as int64; `None` past `i64::MAX`.
     fn to_i64(self) -> Option<i64>;
+    /// Appends `values` to `out` as int64 (wrapping: the caller checked the range), in one
+    /// loop over the slice; int64 values are copied as they are.
+    #[inline(always)]
+    fn append_all(values: &[Self], out: &mut Slots<'_, i64>) {
+        out.extend_mapped(values, Self::wrapping_i64);
+    }
+}
+
+impl IntElement for i64 {
+    const WIDENS: bool = true;
+    #[inline(always)]
+    fn wrapping_i64(self) -> i64 {
+        self
+    }
+    #[inline(always)]
+    fn to_i64(self) -> Option<i64> {
+        Some(self)
+    }
+    #[inline(always)]
+    fn append_all(values: &[Self], out: &mut Slots<'_, i64>) {
+        out.extend_from_slice(values);
+    }
 }
 
 macro_rules! int_elements_widen {
@@ -109,7 +131,7 @@ macro_rules! int_elements_widen {
         }
     )*};
 }
-int_elements_widen!(i8, i16, i32, i64, u8, u16, u32);
+int_elements_widen!(i8, i16, i32, u8, u16, u32);
 
 impl IntElement for u64 {
     const WIDENS: bool = false;
@@ -131,22 +153,70 @@ pub trait IntValuesVisitor {
 
 /// Hands `visitor` the values of a 1-d integer array (see `with_values`). `None`: not an
 /// aligned, native-order array of an integer type (bools and floats included).
+///
+/// Asked once per row of a batch: the element type is told from the dtype's own fields (a
+/// built-in integer type in native byte order, which is what the typed cast in `with_values`
+/// accepts for these widths), and a contiguous array's values are handed over where they lie
+/// (`contiguous_values`) without that cast's dtype lookup and comparison through numpy's API.
 pub fn with_int_values<V: IntValuesVisitor>(
     array: &Bound<'_, PyUntypedArray>,
     visitor: V,
 ) -> Option<V::Output> {
     let dtype = array.dtype();
+    if !BUILTIN_INTS.contains(&dtype.num()) || dtype.is_native_byteorder() == Some(false) {
+        return None;
+    }
     match (dtype.kind(), dtype.itemsize()) {
-        (b'i', 1) => with_values::<i8, _>(array, |v| visitor.visit(v)),
-        (b'i', 2) => with_values::<i16, _>(array, |v| visitor.visit(v)),
-        (b'i', 4) => with_values::<i32, _>(array, |v| visitor.visit(v)),
-        (b'i', 8) => with_values::<i64, _>(array, |v| visitor.visit(v)),
-        (b'u', 1) => with_values::<u8, _>(array, |v| visitor.visit(v)),
-        (b'u', 2) => with_values::<u16, _>(array, |v| visitor.visit(v)),
-        (b'u', 4) => with_values::<u32, _>(array, |v| visitor.visit(v)),
-        (b'u', 8) => with_values::<u64, _>(array, |v| visitor.visit(v)),
+        (b'i', 1) => with_ints::<i8, _>(array, visitor),
+        (b'i', 2) => with_ints::<i16, _>(array, visitor),
+        (b'i', 4) => with_ints::<i32, _>(array, visitor),
+        (b'i', 8) => with_ints::<i64, _>(array, visitor),
+        (b'u', 1) => with_ints::<u8, _>(array, visitor),
+        (b'u', 2) => with_ints::<u16, _>(array, visitor),
+        (b'u', 4) => with_ints::<u32, _>(array, visitor),
+        (b'u', 8) => with_ints::<u64, _>(array, visitor),
         _ => None,
     }
+}
+
+/// numpy's built-in integer type numbers (`NPY_BYTE` to `NPY_ULONGLONG`): a user-defined
+/// dtype of the same kind and width is not read as one.
+const BUILTIN_INTS: std::ops::RangeInclusive<std::ffi::c_int> = 1..=10;
+
+fn with_ints<T: IntElement, V: IntValuesVisitor>(
+    array: &Bound<'_, PyUntypedArray>,
+    visitor: V,
+) -> Option<V::Output> {
+    #[cfg(not(Py_GIL_DISABLED))]
+    if let Some(values) = contiguous_values::<T>(array) {
+        return Some(visitor.visit(values));
+    }
+    with_values::<T, _>(array, |v| visitor.visit(v))
+}
+
+/// The values of a 1-d, aligned, C-contiguous array whose elements the caller found to be
+/// `T` (a built-in integer type of `T`'s kind and width, native byte order); None for any
+/// other array (`with_values` then reads it, strided ones included).
+#[cfg(not(Py_GIL_DISABLED))]
+fn contiguous_values<'a, T: IntElement>(array: &'a Bound<'_, PyUntypedArray>) -> Option<&'a [T]> {
+    if array.ndim() != 1 || !array.is_aligned() || !array.is_c_contiguous() {
+        return None;
+    }
+    let len = array.len();
+    if len == 0 {
+        return Some(&[]);
+    }
+    // SAFETY: a 1-d array's data pointer, read from the live array object.
+    let data = unsafe { (*array.as_array_ptr()).data }.cast::<T>();
+    if data.is_null() {
+        return None;
+    }
+    // SAFETY: `len` aligned values of `T` lie contiguous from `data` (checked above: one
+    // dimension, C-contiguous, aligned, and the dtype is `T`'s). As in `with_values`, the slice
+    // is only read while the caller's visitor copies the values, attached to the interpreter
+    // (a build with a GIL) and running no Python code, so nothing moves or frees the array's
+    // memory meanwhile; the lifetime ties it to the caller's borrow of the array.
+    Some(unsafe { std::slice::from_raw_parts(data, len) })
 }
 
 /// Appends `values[start..start + length]` to `out` as int64; `false` (and nothing appended)
@@ -160,7 +230,7 @@ pub fn append_ints<T: IntElement>(
     let Some(src) = int64_range(values, start, length) else {
         return false;
     };
-    out.extend(src.iter().map(|&value| value.wrapping_i64()));
+    T::append_all(src, out);
     true
 }
 
