@@ -269,6 +269,26 @@ def test_negative_view_tensors_read_their_values(collators, dtype):
     assert_same_as_transformers(collators, rows, "np")
 
 
+@pytest.mark.parametrize("rows", [2, 40])
+@pytest.mark.parametrize("where", [0, -1])
+def test_one_negative_view_among_many_tensors_and_labels(collators, monkeypatch, rows, where):
+    # Every tensor is asked for its negative bit through torch's C method, never through a
+    # method patched onto torch.Tensor: one negated row or 0-d label anywhere in a batch of
+    # any size (read tensor by tensor or concatenated) still reads negated.
+    batch = [
+        {"input_ids": torch.arange(1, 4 + i % 5), "label": torch.tensor(i)} for i in range(rows)
+    ]
+    batch[where] = {
+        "input_ids": torch._neg_view(batch[where]["input_ids"]),
+        "label": torch._neg_view(torch.tensor(7)),
+    }
+    assert_same_as_transformers(collators, batch)
+    monkeypatch.setattr(torch.Tensor, "is_neg", lambda self: False)
+    ours = collators[1](batch)
+    assert ours["input_ids"][where].min() < 0
+    assert ours["labels"][where] == -7
+
+
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16], ids=str)
 @pytest.mark.parametrize("rows_before", [0, 1])
 def test_misaligned_tensor_rows(collators, dtype, rows_before):
