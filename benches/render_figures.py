@@ -306,6 +306,11 @@ def floor_table() -> str:
     ]  # fmt: skip
     by_key = {(r["format"], r["batch_size"]): r for r in rows}
     sizes = sorted({size for _, size in by_key})
+
+    def time(ms: float) -> str:
+        # Microseconds below a millisecond: a floor of a few µs keeps its digits.
+        return f"{ms * 1e3:.1f} µs" if ms < 1 else milliseconds(ms)
+
     lines = [
         "| rows | batch | fastcollate | floor | fastcollate / floor |",
         "|---|---|---|---|---|",
@@ -317,9 +322,8 @@ def floor_table() -> str:
                 continue
             floor = r["floor"]
             lines.append(
-                f"| {words} | {size} | {milliseconds(r['ms_per_batch']['fastcollate'])} | "
-                f"{milliseconds(floor['ms_per_batch'])} | "
-                f"{floor['fastcollate_over_floor']:.2f}× |"
+                f"| {words} | {size} | {time(r['ms_per_batch']['fastcollate'])} | "
+                f"{time(floor['ms_per_batch'])} | {floor['fastcollate_over_floor']:.2f}× |"
             )
     floor_basis = record["settings"]["basis"]["floor"]["description"]
     caption = (
