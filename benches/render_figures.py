@@ -45,6 +45,9 @@ RESULTS = {
     "with_padding.json": "python -m fastcollate bench --cases WithPadding --batch-sizes 1,8,32 "
     "--repeat 7 --json benches/results/with_padding.json",
     "collators.json": "python -m fastcollate bench --json benches/results/collators.json",
+    # fastcollate beside its floor (the least work the call must do), batch 1 to 512
+    "floor.json": "python -m fastcollate bench --cases WithPadding --batch-sizes 1,8,32,512 "
+    "--json benches/results/floor.json",
     "quick.json": "python -m fastcollate bench --quick --json benches/results/quick.json",
     "sampling.json": "python -m fastcollate bench --sampling --json benches/results/sampling.json",
     # needs `pip install '.[trl]' datasets` (CPython 3.11+)
@@ -288,6 +291,47 @@ def collators_table() -> str:
                 cells = [ratio(by_key[case, fmt, s]) for s in sizes]
                 lines.append(f"| `{case}`, `{option}` | {fmt} | " + " | ".join(cells) + " |")
     caption = basis_sentence(record) + " " + describe(record, "collators.json")
+    return "\n" + "\n".join(lines) + "\n\n" + caption + "\n"
+
+
+def floor_table() -> str:
+    """How far from the limit: DataCollatorWithPadding's ms per batch beside its floor's (the
+    least work the call must do for the same rows, measured in the same run), and their ratio,
+    per row format and batch size."""
+    name = "floor.json"
+    record = load(name)
+    rows = [
+        r for r in record["results"]
+        if r["case"] == "DataCollatorWithPadding" and r.get("floor")
+    ]  # fmt: skip
+    by_key = {(r["format"], r["batch_size"]): r for r in rows}
+    sizes = sorted({size for _, size in by_key})
+
+    def time(ms: float) -> str:
+        # Microseconds below a millisecond: a floor of a few µs keeps its digits.
+        return f"{ms * 1e3:.1f} µs" if ms < 1 else milliseconds(ms)
+
+    lines = [
+        "| rows | batch | fastcollate | floor | fastcollate / floor |",
+        "|---|---|---|---|---|",
+    ]
+    for fmt, words in FORMAT_NAMES.items():
+        for size in sizes:
+            r = by_key.get((fmt, size))
+            if r is None:
+                continue
+            floor = r["floor"]
+            lines.append(
+                f"| {words} | {size} | {time(r['ms_per_batch']['fastcollate'])} | "
+                f"{time(floor['ms_per_batch'])} | {floor['fastcollate_over_floor']:.2f}× |"
+            )
+    floor_basis = record["settings"]["basis"]["floor"]["description"]
+    caption = (
+        f"The floor is {floor_basis}. "
+        + basis_sentence(record)
+        + " "
+        + describe(record, name)
+    )
     return "\n" + "\n".join(lines) + "\n\n" + caption + "\n"
 
 
@@ -608,6 +652,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "tests-time": tests_time,
     "with-padding": with_padding_table,
     "collators": collators_table,
+    "floor": floor_table,
     "large-batches": large_batches_table,
     "sampling": sampling_table,
 }

@@ -8,6 +8,7 @@ import numpy as np
 __all__ = [
     "ArrowColumn",
     "CollatePlan",
+    "PadFloor",
     "PadGroup",
     "__version__",
     "build_profile",
@@ -121,6 +122,24 @@ class CollatePlan:
 def collate_planned(
     rows: Sequence[Mapping[str, Any]], plan: CollatePlan
 ) -> Any: ...
+
+# The benchmark's floor (fastcollate.bench.floor), nothing else: `keys` (each padded right
+# with its pad value to the batch's longest row) and the label (rows' key, output key) read
+# into int64 buffers of max_rows x max_length values allocated here and reused by every call.
+@final
+class PadFloor:
+    def __new__(
+        cls,
+        keys: Sequence[str],
+        pad_values: Sequence[int],
+        label: tuple[str, str] | None,
+        max_rows: int,
+        max_length: int,
+    ) -> PadFloor: ...
+    # Each value an exact list of exact ints or a 1-d int64 numpy array.
+    def pad(self, rows: list[dict[str, Any]]) -> None: ...
+    # The last call's outputs, copied: each key (rows, longest), the label (rows,).
+    def outputs(self) -> dict[str, np.ndarray]: ...
 
 # The one sizing rule (rust/core/sizes.rs), asked before Python makes an array whose size it
 # computed from options: MemoryError past this machine's memory, ValueError past the address

@@ -25,6 +25,8 @@ mod _native {
     #[pymodule_export]
     use super::bindings::flatten::flatten_batch;
     #[pymodule_export]
+    use super::bindings::floor::PyPadFloor;
+    #[pymodule_export]
     use super::bindings::frames::pad_frames;
     #[pymodule_export]
     use super::bindings::grouping::group_by_length;

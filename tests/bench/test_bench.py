@@ -46,9 +46,15 @@ def test_run_checks_and_times_every_format():
         assert set(r.cached_seconds) == set(r.seconds) and r.cached_vs_transformers > 0
         record = r.as_dict()
         assert record["cached"]["speedup_vs_transformers"] == r.cached_vs_transformers
+        # The floor beside fastcollate, on the fresh basis, out of the methods and baselines.
+        assert r.floor_seconds > 0 and r.vs_floor > 0 and r.floor_spread is not None
+        assert record["floor"]["fastcollate_over_floor"] == r.vs_floor
     table = report.format_table(results)
     assert "WithPadding" in table and "vs transformers" in table
     assert max(len(line) for line in table.splitlines()) <= 100
+    floors = report.floor_table(results)
+    assert "How far from the limit" in floors and "fastcollate / floor" in floors
+    assert max(len(line) for line in floors.splitlines()) <= 100
     assert all(r.checked == "equal" and set(r.spread) == set(r.seconds) for r in results)
 
 
@@ -166,15 +172,12 @@ def test_bench_modules_import_only_public_names_and_no_cycle():
                 assert not private, f"bench/{name}.py imports {private} from {module}"
             elif module.startswith("fastcollate"):
                 # Of fastcollate's internals, only the extras helper; `fastcollate.trl` is public
-                # (the TRL API, which `fastcollate` does not import: TRL is optional).
-                assert module in (
-                    "fastcollate",
-                    "fastcollate.trl",
-                    "fastcollate._internal.extras",
-                ), (
-                    name,
-                    module,
-                )
+                # (the TRL API, which `fastcollate` does not import: TRL is optional). The floor
+                # is a native loop only the benchmark calls: bench/floor.py alone imports it.
+                allowed = ("fastcollate", "fastcollate.trl", "fastcollate._internal.extras")
+                if name == "floor":
+                    allowed += ("fastcollate._native",)
+                assert module in allowed, (name, module)
             else:
                 assert not module.startswith("."), (name, module)
     # A topological order exists: no module reaches itself.

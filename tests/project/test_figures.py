@@ -224,3 +224,20 @@ def test_a_gpu_record_renders_its_table_line_and_plot(tmp_path, monkeypatch):
     assert plot in render_figures.outdated_plots()
     render_figures.plots()[plot][1]()
     assert plot not in render_figures.outdated_plots()
+
+
+def test_the_floor_table_gives_each_format_and_batch_size_its_ratio(monkeypatch):
+    # with_padding.json with made-up floor figures, for the renderer only.
+    record = _fresh_record()
+    record["settings"]["basis"]["floor"] = {"description": "a loop (made up)"}
+    for r in record["results"]:
+        r["floor"] = {"ms_per_batch": 0.02, "fastcollate_over_floor": 1.25, "spread": 0.0}
+    record["results"][0]["floor"] = None  # no floor measured: no line
+    monkeypatch.setattr(render_figures, "load", lambda name: record)
+    table = render_figures.floor_table()
+    lines = [line for line in table.splitlines() if line.startswith("| ")]
+    assert lines[0] == "| rows | batch | fastcollate | floor | fastcollate / floor |"
+    assert len(lines) == 1 + len(record["results"]) - 1
+    assert all(line.endswith("| 20.0 µs | 1.25× |") for line in lines[1:])
+    assert "The floor is a loop (made up)." in table
+    assert "<!-- figures: floor -->" in (ROOT / "docs" / "benchmarks.md").read_text("utf-8")

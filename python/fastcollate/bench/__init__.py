@@ -9,6 +9,8 @@ The modules, lowest layer first:
 - `workload`: the synthetic rows and length distributions, the row formats, the tokenizer.
 - `checks`: fastcollate's output compared with transformers' before anything is timed.
 - `baselines`: hand-written padding loops, transformers' collators.
+- `floor`: the least work a call must do for the same rows (a native loop only the benchmark
+  calls), timed beside fastcollate and checked to give its output.
 - `cases`: the table of collators the benchmark times.
 - `timing`: the timing loop, its result records, the release-build check.
 - `report`: the table, the JSON record, the plot, the environment.

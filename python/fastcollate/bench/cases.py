@@ -13,6 +13,7 @@ import fastcollate
 
 from .baselines import numpy_loop_baseline, pad_sequence_baseline, transformers_collator
 from .checks import difference_but_masks
+from .floor import FloorKeys, with_padding_keys
 from .workload import (
     classification_rows,
     flattening_rows,
@@ -44,6 +45,9 @@ class Case:
     check: Callable[[dict, dict], str | None] | None = None
     # What that check compares, for the report (with `check` only).
     partial_check: str = ""
+    # What the floor (bench/floor.py) pads for this collator, from the tokenizer; None where no
+    # floor is defined (the report shows "-").
+    floor: Callable[[Any], FloorKeys] | None = None
 
     @property
     def available(self) -> bool:
@@ -57,6 +61,7 @@ CASES: list[Case] = [
         lambda tok: transformers_collator("DataCollatorWithPadding")(tok),
         lambda tok: fastcollate.DataCollatorWithPadding(tok),
         baselines={"pad_sequence": pad_sequence_baseline, "numpy loop": numpy_loop_baseline},
+        floor=with_padding_keys,
     ),
     Case(
         "DataCollatorForTokenClassification",

@@ -17,6 +17,7 @@ import numpy as np
 import fastcollate
 
 from .cases import short_name
+from .floor import FLOOR_BASIS
 from .timing import CACHED_BATCHES, POOL_ROWS, Result
 from .workload import FORMATS, SEED
 
@@ -202,6 +203,56 @@ def format_table(results: list[Result]) -> str:
     return "\n".join(out)
 
 
+FLOOR_HEADERS = ["rows", "batch", "fastcollate", "floor", "fastcollate / floor"]
+
+
+def floor_table(results: list[Result]) -> str:
+    """How far from the limit: fastcollate's ms per batch beside the floor's for the same rows
+    in the same run, and their ratio, one block per collator that has a floor; then the
+    collators without one, named. Empty when no result has a floor."""
+    cases = list(dict.fromkeys(r.case for r in results))
+    with_floor = [
+        c for c in cases if any(r.case == c and r.floor_seconds is not None for r in results)
+    ]
+    if not with_floor:
+        return ""
+    blocks = []
+    for case in with_floor:
+        lines = [
+            [
+                r.format,
+                str(r.batch_size),
+                milliseconds(r.seconds["fastcollate"]),
+                milliseconds(r.floor_seconds),
+                "-" if r.vs_floor is None else f"{r.vs_floor:.2f}x",
+            ]
+            for r in results
+            if r.case == case
+        ]
+        blocks.append((short_name(case), lines))
+    rows = [line for _, lines in blocks for line in lines]
+    widths = [max(len(h), *(len(line[i]) for line in rows)) for i, h in enumerate(FLOOR_HEADERS)]
+
+    def render(cells: list[str]) -> str:
+        return "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    out = [
+        _wrap(f"How far from the limit, ms per batch. The floor is {FLOOR_BASIS}."),
+        render(FLOOR_HEADERS),
+        render(["-" * w for w in widths]),
+    ]
+    for heading, lines in blocks:
+        out.append(heading)
+        out += [render(line) for line in lines]
+    without = [short_name(c) for c in cases if c not in with_floor]
+    if without:
+        out.append(_wrap(f"No floor is defined for {', '.join(without)}."))
+    return "\n".join(out)
+
+
 def checked_summary(results: list[Result]) -> str:
     """What was checked against transformers' output before anything was timed."""
     cases = list(dict.fromkeys(r.case for r in results))
@@ -240,6 +291,7 @@ def load_warnings(
         f"{short_name(r.case)} [{r.format}, batch {r.batch_size}]"
         for r in results
         if any(r.spread.get(m, 0.0) > margin for m in ("transformers", "fastcollate"))
+        or (r.floor_spread or 0.0) > margin
     ]
     if noisy:
         shown = ", ".join(noisy[:4]) + (f" and {len(noisy) - 4} more" if len(noisy) > 4 else "")
@@ -264,8 +316,18 @@ def report(results: list[Result], repeat: int, env: dict[str, Any] | None = None
         machine_description(env),
         format_table(results),
         "",
-        checked_summary(results),
     ]
+    floors = floor_table(results)
+    if floors:
+        parts += [floors, ""]
+    parts += [checked_summary(results)]
+    if floors:
+        parts.append(
+            _wrap(
+                "The floor's output was checked equal to fastcollate's (keys, shapes, values) on "
+                "every batch it is timed on."
+            )
+        )
     parts += load_warnings(results, env.get("load_average"), env.get("cpu_count"))
     return "\n".join(parts)
 
@@ -289,6 +351,7 @@ def as_json(
             "basis": {
                 "fresh": {"pool_rows": pool_rows, "description": FRESH_BASIS},
                 "cached": {"batches": CACHED_BATCHES, "description": CACHED_BASIS},
+                "floor": {"description": FLOOR_BASIS},
             },
         },
         "results": [r.as_dict() for r in results],

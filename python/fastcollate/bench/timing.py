@@ -9,6 +9,9 @@ Two bases, both recorded:
   a CPU's caches hold; only the call itself is timed, the collator's fixed cost per call
   included;
 - cached: `CACHED_BATCHES` batches reused while they stay in cache, the best case.
+
+Beside fastcollate, on the fresh basis, the floor (bench/floor.py) where the collator has one:
+the least work the call must do for the same rows, checked to give fastcollate's output first.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import fastcollate
 from .cases import CASES, Case, short_name
 from .checks import check_same
 from .errors import BenchError
+from .floor import Floor
 from .workload import FORMATS, SEED, as_format, bert_tokenizer
 
 DEFAULT_BATCH_SIZES = (8, 32, 128, 512)
@@ -36,6 +40,8 @@ DEFAULT_BATCH_SIZES = (8, 32, 128, 512)
 POOL_ROWS = 12_800
 # The cached basis: this many batches, reused in turn (so no single batch's shape decides it).
 CACHED_BATCHES = 4
+# The floor's name among the methods timed on the fresh basis (taken out of `Result.seconds`).
+FLOOR = "floor"
 
 
 @dataclass
@@ -54,6 +60,9 @@ class Result:
     cached_seconds: dict[str, float] = field(default_factory=dict)
     # Distinct batches the fresh timings drew from.
     pool_batches: int = 0
+    # The floor's seconds per batch on the fresh basis, and its spread (None: no floor defined).
+    floor_seconds: float | None = None
+    floor_spread: float | None = None
 
     @property
     def vs_transformers(self) -> float:
@@ -63,6 +72,13 @@ class Result:
     def cached_vs_transformers(self) -> float | None:
         cached = self.cached_seconds
         return cached["transformers"] / cached["fastcollate"] if cached else None
+
+    @property
+    def vs_floor(self) -> float | None:
+        """fastcollate's time over the floor's (1 would be the floor itself)."""
+        if self.floor_seconds is None:
+            return None
+        return self.seconds["fastcollate"] / self.floor_seconds
 
     @property
     def best_baseline(self) -> float | None:
@@ -92,6 +108,13 @@ class Result:
             "cached": {
                 "ms_per_batch": {k: v * 1e3 for k, v in self.cached_seconds.items()},
                 "speedup_vs_transformers": self.cached_vs_transformers,
+            },
+            "floor": None
+            if self.floor_seconds is None
+            else {
+                "ms_per_batch": self.floor_seconds * 1e3,
+                "fastcollate_over_floor": self.vs_floor,
+                "spread": self.floor_spread,
             },
         }
 
@@ -162,15 +185,18 @@ def time_methods_fresh(
     repeat: int,
     min_seconds: float,
     warmup_batches: int = CACHED_BATCHES,
+    pools: dict[str, list[list]] | None = None,
 ) -> tuple[dict[str, float], dict[str, float]]:
     """The fresh basis: as `time_methods`, but each call gets a batch built just before it by
     `fresh_batch` (untimed, as the DataLoader's fetch is not the collator's) from the next
-    batch of `pool`, each method going round the pool from where its last run stopped; each
-    call is timed alone and the run's time is their sum over its calls."""
+    batch of `pool` (or of `pools[name]`, the same batches as that method reads them), each
+    method going round the pool from where its last run stopped; each call is timed alone and
+    the run's time is their sum over its calls."""
     clock = time.perf_counter
     calls, cursor = {}, {}
+    own = {name: (pools or {}).get(name, pool) for name in methods}
     for name, collate in methods.items():
-        warm = pool[:warmup_batches]
+        warm = own[name][:warmup_batches]
         spent = 0.0
         for rows in warm:  # warm-up: caches, lazy imports, allocator
             batch = fresh_batch(rows)
@@ -185,8 +211,9 @@ def time_methods_fresh(
         for name, collate in methods.items():
             spent = 0.0
             at = cursor[name]
+            batches = own[name]
             for _ in range(calls[name]):
-                batch = fresh_batch(pool[at % len(pool)])
+                batch = fresh_batch(batches[at % len(batches)])
                 at += 1
                 start = clock()
                 collate(batch)
@@ -274,7 +301,8 @@ def _run_case(
                 formatted[i * batch_size : (i + 1) * batch_size] for i in range(pool_batches)
             ]
             label = f"{case.name} [{fmt}, batch {batch_size}]"
-            for batch in batches:
+            floor = None if case.floor is None else Floor(case.floor(tokenizer), batches)
+            for index, batch in enumerate(batches):
                 expected = _call(methods["transformers"], batch, case.seeded)
                 for name, collate in methods.items():
                     if name == "transformers":
@@ -286,12 +314,27 @@ def _run_case(
                             raise BenchError(f"{label} {name}: {problem}")
                     else:
                         check_same(f"{label} {name}", ours, expected)
-            seconds, spread = time_methods_fresh(methods, batches, repeat, min_seconds)
+                    if name == "fastcollate" and floor is not None:
+                        problem = floor.difference(index, ours)
+                        if problem is not None:
+                            raise BenchError(f"{label} floor: {problem}")
+            fresh = dict(methods)
+            if floor is not None:
+                fresh[FLOOR] = floor.pad
+            seconds, spread = time_methods_fresh(
+                fresh,
+                batches,
+                repeat,
+                min_seconds,
+                pools=None if floor is None else {FLOOR: floor.batches},
+            )
+            floor_seconds, floor_spread = seconds.pop(FLOOR, None), spread.pop(FLOOR, None)
             cached, _ = time_methods(methods, batches[:CACHED_BATCHES], repeat, min_seconds)
             checked = "equal" if case.check is None else case.partial_check
             result = Result(
-                case.name, fmt, batch_size, seconds, spread, checked, cached, len(batches)
-            )
+                case.name, fmt, batch_size, seconds, spread, checked, cached, len(batches),
+                floor_seconds, floor_spread,
+            )  # fmt: skip
             results.append(result)
             if progress:
                 progress(

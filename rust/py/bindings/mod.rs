@@ -5,6 +5,7 @@
 pub mod arrow;
 pub mod collate;
 pub mod flatten;
+pub mod floor;
 pub mod frames;
 pub mod grouping;
 pub mod masking;

@@ -119,8 +119,8 @@ pub fn read_exact_ints(
 
 /// Writes a list's (`is_list`) or tuple's items into `place`, which is as long as it, when
 /// every item is an exact int in the int64 range; `false` otherwise (`place` is then partly
-/// written, for the caller to discard).
-#[cfg(not(raw_int_reads))]
+/// written, for the caller to discard). The reader's safe fallback, and the benchmark's floor
+/// (`bindings::floor`), which reads a list as the reader does.
 pub fn write_exact_ints(sequence: &Bound<'_, PyAny>, is_list: bool, place: &mut [i64]) -> bool {
     // SAFETY: viewing initialised `i64`s as `MaybeUninit` (same layout); only initialised
     // values are written through the view, so they stay initialised.

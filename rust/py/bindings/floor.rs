@@ -1,0 +1,246 @@
+//! The benchmark's floor (`python -m fastcollate bench`, nothing else calls it): the least work
+//! a padding call must do for the same rows, timed beside fastcollate so that the report can say
+//! how far a call is from it. Every row of every padded key is read once and written into
+//! int64 buffers allocated when the floor is made (before anything is timed) and reused by
+//! every call; each label is read once. A list is read item by item as the reader reads one
+//! (`convert::ints`: an exact list of exact ints), a 1-d int64 numpy array is copied with one
+//! `copy_from_slice` (a `memcpy`). No output is allocated or handed out, no option is parsed:
+//! right padding to the longest row, int64, and nothing else.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString};
+
+use numpy::{PyArray1, PyArrayMethods, PyUntypedArrayMethods};
+
+use crate::core::error::CollateError;
+use crate::core::sizes;
+use crate::py::convert::array_values::with_values;
+use crate::py::convert::ints::write_exact_ints;
+use crate::py::output::numpy_arrays::{matrix, vector};
+
+/// One padded key's value in one row, as the floor reads it.
+enum RowValue<'py> {
+    List(Bound<'py, PyList>),
+    Array(Bound<'py, PyArray1<i64>>),
+}
+
+/// Padded keys and their pad values, an optional label, and one reused int64 buffer per padded
+/// key (`max_rows × max_length` values) plus the labels'.
+#[pyclass(name = "PadFloor", module = "fastcollate._native")]
+pub struct PyPadFloor {
+    keys: Vec<Py<PyString>>,
+    names: Vec<String>,
+    pad_values: Vec<i64>,
+    /// (the rows' key, the output's key): `label` read into `labels`.
+    label: Option<(Py<PyString>, String)>,
+    max_rows: usize,
+    max_length: usize,
+    buffers: Vec<Vec<i64>>,
+    labels: Vec<i64>,
+    /// The last call's rows and padded length.
+    shape: (usize, usize),
+}
+
+/// A bad argument or row, as the floor's error (no key or row of its own to name).
+fn invalid(message: String) -> PyErr {
+    CollateError::InvalidOption(message).into()
+}
+
+/// The name of `value`'s type, for an error.
+fn type_name(value: &Bound<'_, PyAny>) -> String {
+    value
+        .get_type()
+        .name()
+        .map(|name| name.to_string())
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// A buffer of `shape` for `key`, every value written once now so that no call pays for its
+/// first touch: sized by the one sizing rule, reserved fallibly.
+fn buffer(key: &str, shape: &[usize]) -> PyResult<Vec<i64>> {
+    let elements = sizes::output_elements::<i64>(key, shape)?;
+    let mut values = Vec::new();
+    values
+        .try_reserve_exact(elements)
+        .map_err(|_| CollateError::OutOfMemory {
+            key: key.into(),
+            bytes: elements.saturating_mul(size_of::<i64>()),
+        })?;
+    values.resize(elements, 0);
+    Ok(values)
+}
+
+#[pymethods]
+impl PyPadFloor {
+    #[new]
+    #[pyo3(signature = (keys, pad_values, label, max_rows, max_length))]
+    fn new(
+        py: Python<'_>,
+        keys: Vec<String>,
+        pad_values: Vec<i64>,
+        label: Option<(String, String)>,
+        max_rows: usize,
+        max_length: usize,
+    ) -> PyResult<Self> {
+        if keys.len() != pad_values.len() {
+            return Err(invalid(format!(
+                "the floor takes one pad value per key: {} keys, {} pad values",
+                keys.len(),
+                pad_values.len()
+            )));
+        }
+        let buffers = keys
+            .iter()
+            .map(|key| buffer(key, &[max_rows, max_length]))
+            .collect::<PyResult<Vec<_>>>()?;
+        let labels = match &label {
+            Some((_, output)) => buffer(output, &[max_rows])?,
+            None => Vec::new(),
+        };
+        Ok(PyPadFloor {
+            keys: keys
+                .iter()
+                .map(|key| PyString::intern(py, key).unbind())
+                .collect(),
+            names: keys,
+            pad_values,
+            label: label.map(|(key, output)| (PyString::intern(py, &key).unbind(), output)),
+            max_rows,
+            max_length,
+            buffers,
+            labels,
+            shape: (0, 0),
+        })
+    }
+
+    /// Pads `rows` (a list of dicts) into the buffers. First every Python-level answer (each
+    /// value's type and length, each label), then the values, written with no Python code run
+    /// in between.
+    fn pad(&mut self, rows: &Bound<'_, PyList>) -> PyResult<()> {
+        let py = rows.py();
+        let count = rows.len();
+        if count == 0 {
+            return Err(CollateError::EmptyBatch.into());
+        }
+        if count > self.max_rows {
+            return Err(invalid(format!(
+                "the floor's buffers hold {} rows, not {count}",
+                self.max_rows
+            )));
+        }
+        let keys: Vec<&Bound<'_, PyString>> = self.keys.iter().map(|key| key.bind(py)).collect();
+        let mut values: Vec<(RowValue<'_>, usize)> = Vec::new();
+        values
+            .try_reserve_exact(count.saturating_mul(keys.len()))
+            .map_err(|_| invalid(format!("no memory to read {count} rows")))?;
+        let mut longest = 0;
+        for (index, row) in rows.iter().take(count).enumerate() {
+            let row = row.cast_into::<PyDict>().map_err(|err| {
+                PyErr::from(CollateError::NotAMapping {
+                    row: index,
+                    type_name: type_name(&err.into_inner()),
+                })
+            })?;
+            for (key, name) in keys.iter().zip(&self.names) {
+                let Some(value) = row.get_item(*key)? else {
+                    return Err(CollateError::MissingKey {
+                        key: name.clone(),
+                        row: index,
+                    }
+                    .into());
+                };
+                let value = match value.cast_into_exact::<PyList>() {
+                    Ok(list) => RowValue::List(list),
+                    Err(err) => match err.into_inner().cast_into::<PyArray1<i64>>() {
+                        Ok(array) => RowValue::Array(array),
+                        Err(err) => {
+                            return Err(invalid(format!(
+                                "the floor reads '{name}' in row {index} as a list of ints or a \
+                                 1-d int64 numpy array, not a {}",
+                                type_name(&err.into_inner())
+                            )))
+                        }
+                    },
+                };
+                let length = match &value {
+                    RowValue::List(list) => list.len(),
+                    RowValue::Array(array) => PyUntypedArrayMethods::len(array),
+                };
+                longest = longest.max(length);
+                values.push((value, length));
+            }
+            if let Some((key, output)) = &self.label {
+                let Some(label) = row.get_item(key.bind(py))? else {
+                    return Err(CollateError::MissingKey {
+                        key: key.bind(py).to_string(),
+                        row: index,
+                    }
+                    .into());
+                };
+                let slot = self
+                    .labels
+                    .get_mut(index)
+                    .ok_or_else(|| invalid(format!("no room for '{output}' in row {index}")))?;
+                *slot = label.extract::<i64>()?;
+            }
+        }
+        if longest > self.max_length {
+            return Err(invalid(format!(
+                "the floor's buffers hold rows of at most {} values, not {longest}",
+                self.max_length
+            )));
+        }
+        // No Python code runs from here on: the lists and arrays stay as they were read.
+        let key_count = keys.len();
+        for (k, (buffer, &pad)) in self.buffers.iter_mut().zip(&self.pad_values).enumerate() {
+            let name = &self.names[k];
+            for index in 0..count {
+                let start = index * longest;
+                let (Some((value, length)), Some(row)) = (
+                    values.get(index * key_count + k),
+                    buffer.get_mut(start..start + longest),
+                ) else {
+                    return Err(invalid(format!("'{name}' in row {index} was not read")));
+                };
+                let (written, padding) = row.split_at_mut((*length).min(longest));
+                let whole = match value {
+                    RowValue::List(list) => write_exact_ints(list.as_any(), true, written),
+                    RowValue::Array(array) => with_values::<i64, _>(array.as_untyped(), |source| {
+                        if source.len() == written.len() {
+                            written.copy_from_slice(source);
+                            true
+                        } else {
+                            false
+                        }
+                    })
+                    .unwrap_or(false),
+                };
+                if !whole {
+                    return Err(invalid(format!(
+                        "the floor could not read '{name}' in row {index}: it takes exact \
+                         ints in the int64 range"
+                    )));
+                }
+                padding.fill(pad);
+            }
+        }
+        self.shape = (count, longest);
+        Ok(())
+    }
+
+    /// The last call's outputs, copied out (not timed): each padded key as a `rows × longest`
+    /// int64 array, and the labels.
+    fn outputs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let (rows, length) = self.shape;
+        let out = PyDict::new(py);
+        for (name, buffer) in self.names.iter().zip(&self.buffers) {
+            let values = buffer.get(..rows * length).unwrap_or_default().to_vec();
+            out.set_item(name, matrix(py, rows, length, values)?)?;
+        }
+        if let Some((_, output)) = &self.label {
+            let values = self.labels.get(..rows).unwrap_or_default().to_vec();
+            out.set_item(output, vector(py, values)?)?;
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,183 @@
+"""The benchmark's floor (`fastcollate.bench.floor`, `_native.PadFloor`): it gives exactly
+fastcollate's output for the same rows (so it cannot measure less work than the call does),
+refuses what it cannot read with an error naming the key and row, and is reported beside
+fastcollate's figures."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import fastcollate
+from fastcollate._native import PadFloor
+from fastcollate.bench import cli, report, timing, workload
+from fastcollate.bench.cases import CASES
+from fastcollate.bench.errors import BenchError
+from fastcollate.bench.floor import Floor, FloorKeys, floor_rows, with_padding_keys
+
+
+@pytest.mark.parametrize("fmt", workload.FORMATS)
+@pytest.mark.parametrize("batch_size", [1, 3, 17])
+def test_the_floor_gives_fastcollates_output(bert_tokenizer, fmt, batch_size):
+    rows = workload.as_format(
+        workload.classification_rows(np.random.default_rng(batch_size), 2 * batch_size), fmt
+    )
+    batches = [rows[:batch_size], rows[batch_size:]]
+    floor = Floor(with_padding_keys(bert_tokenizer), batches)
+    collator = fastcollate.DataCollatorWithPadding(bert_tokenizer)
+    for index, batch in enumerate(batches):
+        ours = collator(batch)
+        assert floor.difference(index, ours) is None
+        # And value for value, key for key, against the floor's own buffers.
+        outputs = floor.native.outputs()
+        assert set(outputs) == set(ours) == {
+            "input_ids", "token_type_ids", "attention_mask", "labels"
+        }  # fmt: skip
+        for key, value in outputs.items():
+            assert value.dtype == np.int64
+            assert np.array_equal(value, ours[key].numpy()), key
+
+
+def test_the_floor_reads_tensors_through_views_of_their_memory():
+    import torch
+
+    tensor = torch.arange(5)
+    [row] = floor_rows([{"input_ids": tensor, "label": torch.tensor(1), "n": 3}])
+    assert isinstance(row["input_ids"], np.ndarray)
+    assert row["input_ids"].ctypes.data == tensor.data_ptr()  # a view, not a copy
+    assert row["label"].shape == () and row["n"] == 3
+
+
+def padded(rows: list[list[int]], pad: int) -> np.ndarray:
+    longest = max(len(r) for r in rows)
+    out = np.full((len(rows), longest), pad, dtype=np.int64)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = r
+    return out
+
+
+@given(
+    rows=st.lists(
+        st.lists(st.integers(-(2**63), 2**63 - 1), max_size=12), min_size=1, max_size=6
+    ),
+    pad=st.integers(-5, 300),
+    as_arrays=st.booleans(),
+)
+def test_every_value_is_read_and_every_pad_written(rows, pad, as_arrays):
+    longest = max(len(r) for r in rows)
+    floor = PadFloor(["ids"], [pad], None, len(rows) + 2, longest + 3)
+    # A first, longer batch leaves other values in the buffers: the second overwrites them all.
+    floor.pad([{"ids": list(range(1000, 1000 + longest + 3))} for _ in range(len(rows) + 2)])
+    values = [np.asarray(r, dtype=np.int64) if as_arrays else r for r in rows]
+    floor.pad([{"ids": v} for v in values])
+    out = floor.outputs()
+    assert list(out) == ["ids"]
+    assert out["ids"].shape == (len(rows), longest)
+    assert np.array_equal(out["ids"], padded(rows, pad))
+
+
+def test_a_floor_that_does_less_work_is_caught(bert_tokenizer):
+    rows = workload.classification_rows(np.random.default_rng(0), 4)
+    ours = fastcollate.DataCollatorWithPadding(bert_tokenizer)(rows)
+    keys = with_padding_keys(bert_tokenizer)
+    fewer = dict(keys.padded)
+    del fewer["token_type_ids"]
+    problem = Floor(FloorKeys(fewer, keys.label), [rows]).difference(0, ours)
+    assert problem is not None and "keys" in problem
+    no_label = Floor(FloorKeys(keys.padded, None), [rows]).difference(0, ours)
+    assert no_label is not None and "keys" in no_label
+    other_pad = dict(keys.padded, attention_mask=7)
+    problem = Floor(FloorKeys(other_pad, keys.label), [rows]).difference(0, ours)
+    assert problem is not None and "'attention_mask'" in problem
+
+
+def test_a_floor_that_differs_stops_the_run(monkeypatch):
+    [case] = [c for c in CASES if c.name == "DataCollatorWithPadding"]
+
+    def fewer_keys(tokenizer):
+        keys = with_padding_keys(tokenizer)
+        return FloorKeys({"input_ids": keys.padded["input_ids"]}, keys.label)
+
+    monkeypatch.setattr(case, "floor", fewer_keys)
+    with pytest.raises(BenchError, match="floor: keys"):
+        timing.run(batch_sizes=[2], formats=["lists"], repeat=1, min_seconds=0.0,
+                   cases=["DataCollatorWithPadding"], pool_rows=2)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "rows, error, message, key, row",
+    [
+        ([], ValueError, "empty batch", None, None),
+        ([{"ids": [1]}, {"other": [1]}], ValueError, "row 1 has no key 'ids'", "ids", 1),
+        ([{"ids": [1]}, [1]], TypeError, "row 1 is a list", None, 1),
+        ([{"ids": [1, 2.0]}], ValueError, "could not read 'ids' in row 0", None, None),
+        ([{"ids": [1, 2**64]}], ValueError, "could not read 'ids' in row 0", None, None),
+        ([{"ids": (1, 2)}], ValueError, "'ids' in row 0 as a list of ints", None, None),
+        ([{"ids": np.ones(2, np.int32)}], ValueError, "1-d int64 numpy array", None, None),
+        ([{"ids": np.ones((1, 2), np.int64)}], ValueError, "1-d int64 numpy array", None, None),
+        ([{"ids": "text"}], ValueError, "not a str", None, None),
+        ([{"ids": [1, 2, 3, 4, 5]}], ValueError, "at most 4 values, not 5", None, None),
+        ([{"ids": [1]}] * 4, ValueError, "hold 3 rows, not 4", None, None),
+    ],
+)
+def test_what_the_floor_cannot_read_is_an_error(rows, error, message, key, row):
+    floor = PadFloor(["ids"], [0], None, 3, 4)
+    with pytest.raises(error, match=message) as raised:
+        floor.pad(rows)
+    assert getattr(raised.value, "key", None) == key
+    assert getattr(raised.value, "row", None) == row
+
+
+def test_a_missing_label_and_a_label_that_is_no_int_are_errors():
+    floor = PadFloor(["ids"], [0], ("label", "labels"), 2, 2)
+    with pytest.raises(ValueError, match="row 1 has no key 'label'"):
+        floor.pad([{"ids": [1], "label": 0}, {"ids": [1]}])
+    with pytest.raises(TypeError):
+        floor.pad([{"ids": [1], "label": "positive"}])
+
+
+def test_the_buffers_are_sized_by_the_one_sizing_rule():
+    with pytest.raises(MemoryError, match="not enough memory for 'ids'"):
+        PadFloor(["ids"], [0], None, 2**30, 2**20)
+    with pytest.raises(ValueError, match="more than memory can address"):
+        PadFloor(["ids"], [0], None, 2**62, 2**62)
+    with pytest.raises(ValueError, match="one pad value per key"):
+        PadFloor(["ids", "mask"], [0], None, 1, 1)
+
+
+def test_the_floor_is_reported_beside_fastcollate(tmp_path, capsys):
+    path = tmp_path / "floor.json"
+    args = ["--quick", "--cases", "WithPadding,ForSeq2Seq", "--batch-sizes", "2", "--formats",
+            "lists,torch", "--repeat", "1", "--json", str(path)]  # fmt: skip
+    assert cli.bench_main(args) == 0
+    out = capsys.readouterr().out
+    assert "How far from the limit" in out and "fastcollate / floor" in out
+    assert "No floor is defined for ForSeq2Seq" in out
+    assert max(len(line) for line in out.splitlines()) <= 100
+    record = json.loads(path.read_text("utf-8"))
+    assert "memcpy" in record["settings"]["basis"]["floor"]["description"]
+    for r in record["results"]:
+        floor = r["floor"]
+        if r["case"] == "DataCollatorWithPadding":
+            assert floor["ms_per_batch"] > 0
+            ratio = r["ms_per_batch"]["fastcollate"] / floor["ms_per_batch"]
+            assert floor["fastcollate_over_floor"] == pytest.approx(ratio)
+            assert "floor" not in r["ms_per_batch"]  # not a method, nor a baseline
+        else:
+            assert floor is None
+
+
+def test_the_floor_table_shows_a_dash_where_a_ratio_is_missing():
+    seconds = {"transformers": 1e-3, "fastcollate": 2e-5}
+    results = [
+        timing.Result("DataCollatorWithPadding", "numpy", 8, seconds, floor_seconds=1e-5),
+        timing.Result("DataCollatorForSeq2Seq", "numpy", 8, dict(seconds)),
+    ]
+    table = report.floor_table(results)
+    assert "2.00x" in table and "ForSeq2Seq" in table
+    assert report.floor_table(results[1:]) == ""
+    assert results[0].vs_floor == pytest.approx(2.0) and results[1].vs_floor is None
