@@ -10,19 +10,14 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
-use numpy::{PyArray1, PyArrayMethods, PyUntypedArrayMethods};
+use numpy::PyUntypedArray;
 
 use crate::core::error::CollateError;
 use crate::core::sizes;
 use crate::py::convert::array_values::with_values;
 use crate::py::convert::ints::write_exact_ints;
+use crate::py::convert::reader::{classify, ValueKind};
 use crate::py::output::numpy_arrays::{matrix, vector};
-
-/// One padded key's value in one row, as the floor reads it.
-enum RowValue<'py> {
-    List(Bound<'py, PyList>),
-    Array(Bound<'py, PyArray1<i64>>),
-}
 
 /// Padded keys and their pad values, an optional label, and one reused int64 buffer per padded
 /// key (`max_rows × max_length` values) plus the labels'.
@@ -129,7 +124,7 @@ impl PyPadFloor {
             )));
         }
         let keys: Vec<&Bound<'_, PyString>> = self.keys.iter().map(|key| key.bind(py)).collect();
-        let mut values: Vec<(RowValue<'_>, usize)> = Vec::new();
+        let mut values: Vec<(Bound<'_, PyAny>, usize)> = Vec::new();
         values
             .try_reserve_exact(count.saturating_mul(keys.len()))
             .map_err(|_| invalid(format!("no memory to read {count} rows")))?;
@@ -149,22 +144,16 @@ impl PyPadFloor {
                     }
                     .into());
                 };
-                let value = match value.cast_into_exact::<PyList>() {
-                    Ok(list) => RowValue::List(list),
-                    Err(err) => match err.into_inner().cast_into::<PyArray1<i64>>() {
-                        Ok(array) => RowValue::Array(array),
-                        Err(err) => {
-                            return Err(invalid(format!(
-                                "the floor reads '{name}' in row {index} as a list of ints or a \
-                                 1-d int64 numpy array, not a {}",
-                                type_name(&err.into_inner())
-                            )))
-                        }
-                    },
-                };
-                let length = match &value {
-                    RowValue::List(list) => list.len(),
-                    RowValue::Array(array) => PyUntypedArrayMethods::len(array),
+                // What the value is, as the one reader decides it (`reader::classify`).
+                let length = match classify(&value) {
+                    ValueKind::List(length) | ValueKind::Array(length) => length,
+                    _ => {
+                        return Err(invalid(format!(
+                            "the floor reads '{name}' in row {index} as a list of ints or a \
+                             1-d int64 numpy array, not a {}",
+                            type_name(&value)
+                        )))
+                    }
                 };
                 longest = longest.max(length);
                 values.push((value, length));
@@ -203,9 +192,8 @@ impl PyPadFloor {
                     return Err(invalid(format!("'{name}' in row {index} was not read")));
                 };
                 let (written, padding) = row.split_at_mut((*length).min(longest));
-                let whole = match value {
-                    RowValue::List(list) => write_exact_ints(list.as_any(), true, written),
-                    RowValue::Array(array) => with_values::<i64, _>(array.as_untyped(), |source| {
+                let whole = match value.cast::<PyUntypedArray>() {
+                    Ok(array) => with_values::<i64, _>(array, |source| {
                         if source.len() == written.len() {
                             written.copy_from_slice(source);
                             true
@@ -214,11 +202,12 @@ impl PyPadFloor {
                         }
                     })
                     .unwrap_or(false),
+                    Err(_) => write_exact_ints(value, true, written),
                 };
                 if !whole {
                     return Err(invalid(format!(
-                        "the floor could not read '{name}' in row {index}: it takes exact \
-                         ints in the int64 range"
+                        "the floor could not read '{name}' in row {index}: it takes a list of \
+                         exact ints in the int64 range or a 1-d int64 numpy array"
                     )));
                 }
                 padding.fill(pad);
