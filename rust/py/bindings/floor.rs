@@ -124,7 +124,7 @@ impl PyPadFloor {
             )));
         }
         let keys: Vec<&Bound<'_, PyString>> = self.keys.iter().map(|key| key.bind(py)).collect();
-        let mut values: Vec<(Bound<'_, PyAny>, usize)> = Vec::new();
+        let mut values: Vec<(Bound<'_, PyAny>, ValueKind)> = Vec::new();
         values
             .try_reserve_exact(count.saturating_mul(keys.len()))
             .map_err(|_| invalid(format!("no memory to read {count} rows")))?;
@@ -145,7 +145,8 @@ impl PyPadFloor {
                     .into());
                 };
                 // What the value is, as the one reader decides it (`reader::classify`).
-                let length = match classify(&value) {
+                let kind = classify(&value);
+                let length = match kind {
                     ValueKind::List(length) | ValueKind::Array(length) => length,
                     _ => {
                         return Err(invalid(format!(
@@ -156,7 +157,7 @@ impl PyPadFloor {
                     }
                 };
                 longest = longest.max(length);
-                values.push((value, length));
+                values.push((value, kind));
             }
             if let Some((key, output)) = &self.label {
                 let Some(label) = row.get_item(key.bind(py))? else {
@@ -185,15 +186,16 @@ impl PyPadFloor {
             let name = &self.names[k];
             for index in 0..count {
                 let start = index * longest;
-                let (Some((value, length)), Some(row)) = (
+                let (Some((value, kind)), Some(row)) = (
                     values.get(index * key_count + k),
                     buffer.get_mut(start..start + longest),
                 ) else {
                     return Err(invalid(format!("'{name}' in row {index} was not read")));
                 };
-                let (written, padding) = row.split_at_mut((*length).min(longest));
-                let whole = match value.cast::<PyUntypedArray>() {
-                    Ok(array) => with_values::<i64, _>(array, |source| {
+                let length = kind.length().unwrap_or(0).min(longest);
+                let (written, padding) = row.split_at_mut(length);
+                let whole = match (kind, value.cast::<PyUntypedArray>()) {
+                    (ValueKind::Array(_), Ok(array)) => with_values::<i64, _>(array, |source| {
                         if source.len() == written.len() {
                             written.copy_from_slice(source);
                             true
@@ -202,7 +204,8 @@ impl PyPadFloor {
                         }
                     })
                     .unwrap_or(false),
-                    Err(_) => write_exact_ints(value, true, written),
+                    (ValueKind::List(_), _) => write_exact_ints(value, true, written),
+                    _ => false,
                 };
                 if !whole {
                     return Err(invalid(format!(
