@@ -482,7 +482,12 @@ def test_wrap_for_trainer_only_wraps_what_it_reproduces(bert_tokenizer):
     assert wrap_for_trainer(dataset, theirs) is dataset
     with_text = dataset.add_column("text", ["t"] * 8)
     assert wrap_for_trainer(with_text, ours) is with_text
-    assert not isinstance(wrap_for_trainer(dataset.with_format("torch"), ours), ArrowBatches)
+    # Integer columns as torch tensors collate as their Python rows (test_torch_formatted);
+    # numpy rows keep each column's dtype.
+    torch_formatted = dataset.with_format("torch")
+    assert isinstance(wrap_for_trainer(torch_formatted, ours), ArrowBatches)
+    assert torch_formatted.format["type"] == "torch"
+    assert not isinstance(wrap_for_trainer(dataset.with_format("numpy"), ours), ArrowBatches)
 
 
 def tiny_bert():
