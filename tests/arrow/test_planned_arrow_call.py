@@ -19,7 +19,7 @@ from transformers import AutoTokenizer
 import fastcollate
 from fastcollate import ArrowBatch, ArrowBatches
 from fastcollate.collators import padding as padding_module
-from tests.arrow.test_arrow import (
+from tests.support.arrow_parity import (
     SETTINGS,
     assert_arrow_equals_rows,
     batch_of,
@@ -27,8 +27,8 @@ from tests.arrow.test_arrow import (
     padded_datasets,
     padding_options,
 )
-from tests.collators.test_tokenizer_state import CHANGES
 from tests.support.compare import assert_same_batch
+from tests.support.tokenizer_changes import CHANGES
 
 pytestmark = pytest.mark.parity
 

@@ -19,7 +19,7 @@ import fastcollate
 from fastcollate import ArrowBatches
 from fastcollate.arrow import trainer_datasets
 from fastcollate.arrow.trainer_datasets import unwrap, wrap_for_trainer
-from tests.arrow.test_arrow import imdb_like, tiny_bert
+from tests.support.arrow_parity import imdb_like, tiny_bert
 from tests.support.compare import assert_same_batch
 
 pytestmark = pytest.mark.parity

@@ -19,7 +19,7 @@ from torch.overrides import TorchFunctionMode
 import fastcollate
 from fastcollate.integrations import cpu_batches
 from fastcollate.integrations import trainer as trainer_module
-from tests.arrow.test_arrow import imdb_like, tiny_bert
+from tests.support.arrow_parity import imdb_like, tiny_bert
 from tests.support.compare import assert_same_batch
 
 datasets.disable_progress_bars()
