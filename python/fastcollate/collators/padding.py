@@ -132,7 +132,7 @@ class DataCollatorWithPadding:
         return (type(self).__call__ is DataCollatorWithPadding.__call__
                 and processing_kind(self.tokenizer) is None)
 
-    def __call__(self, features: list[dict[str, Any]]) -> Any:
+    def __call__(self, features: list[dict[str, Any]] | ArrowBatch) -> Any:
         plan = self._call_plan
         tokenizer = self.tokenizer
         if (
