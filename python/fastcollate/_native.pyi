@@ -15,6 +15,7 @@ __all__ = [
     "check_output_size",
     "collate",
     "collate_arrow",
+    "collate_arrow_planned",
     "collate_planned",
     "compare_exchange",
     "flatten_batch",
@@ -279,6 +280,15 @@ def collate_arrow(
     # As `collate`'s: outputs written into the tensors it gives (returned in their place).
     output_buffer: Callable[[str, tuple[int, ...], str], Any] | None = None,
 ) -> dict[str, np.ndarray | list[Any]]: ...
+
+# `collate_arrow` for the plan's groups and `float32`, each output through its `to_tensor`,
+# and finished as `collate_planned` finishes a batch (with its `batch_encoding`).
+def collate_arrow_planned(
+    columns: Sequence[ArrowColumn],
+    index_map: ArrowColumn | None,
+    indices: Sequence[int],
+    plan: CollatePlan,
+) -> Any: ...
 
 # transformers' BatchRebalanceSampler epoch for `order` (its torch.randperm): (indices,
 # offsets) of `rank`'s micro-batches, or every rank's (rank-major per step) when rank is None.

@@ -19,7 +19,7 @@ use pyo3::prelude::*;
 #[pymodule(gil_used = false)]
 mod _native {
     #[pymodule_export]
-    use super::bindings::arrow::{collate_arrow, PyArrowColumn};
+    use super::bindings::arrow::{collate_arrow, collate_arrow_planned, PyArrowColumn};
     #[pymodule_export]
     use super::bindings::collate::{collate, collate_planned, PyCollatePlan};
     #[pymodule_export]

@@ -222,6 +222,13 @@ class ArrowBatch:
             output_buffer=output_buffer,
         )
 
+    def collate_planned(self, plan: Any) -> Any:
+        """`collate_planned` for these rows: `collate` with a `_native.CollatePlan`'s groups
+        and `float32`, each output through its `to_tensor`, the batch finished as the plan
+        says (see `_native.collate_arrow_planned`)."""
+        columns, index_map = self.source.native_columns()
+        return _native.collate_arrow_planned(columns, index_map, self.indices, plan)
+
     def __reduce__(self) -> tuple[Any, ...]:
         return (ArrowBatch, (self.source, self.indices))
 

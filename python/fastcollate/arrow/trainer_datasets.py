@@ -1,6 +1,9 @@
 """What a Trainer's DataLoader reads: `ArrowBatches(dataset)` where the collator takes Arrow
 batches and every column a row holds reads from Arrow (the same batches as the rows give), else
-the dataset itself. `ArrowDataLoaderMixin` puts this in any `transformers.Trainer` subclass
+the dataset itself. A dataset formatted as torch tensors (`set_format("torch")`) is read from
+Arrow too where its tensor rows are what its Python rows are to the collators: integer columns,
+which datasets' torch formatter makes int64 tensors, as the collators make Python ints.
+`ArrowDataLoaderMixin` puts this in any `transformers.Trainer` subclass
 (`fastcollate.trl.SFTTrainer` is TRL's SFTTrainer with it)."""
 
 from __future__ import annotations
@@ -9,21 +12,48 @@ from typing import Any
 
 from .._internal.datasets import is_datasets_dataset
 from .batches import ArrowBatches, accepts_arrow_batches
-from .columns import python_format, readable_columns, visible_columns
+from .columns import column_kind, python_format, readable_columns, visible_columns
+from .record_batches import _has_nulls
 
 
 def wrap_for_trainer(dataset: Any, data_collator: Any) -> Any:
     """The dataset a Trainer should hand its DataLoader: `ArrowBatches(dataset)` when the
     collator takes Arrow batches and every column a row holds can be read from Arrow (so the
-    batches are exactly those of the row path), else `dataset` unchanged."""
-    if not (is_datasets_dataset(dataset) and python_format(dataset)):
+    batches are exactly those of the row path), else `dataset` unchanged. A torch-formatted
+    dataset whose rows collate as its Python rows do (`_tensor_rows_are_python_rows`) is read
+    through an unformatted view of the same table; the caller's dataset is left as it is."""
+    if not (is_datasets_dataset(dataset) and accepts_arrow_batches(data_collator)):
         return dataset
-    if not accepts_arrow_batches(data_collator):
+    python = python_format(dataset)
+    if not (python or _tensor_rows_are_python_rows(dataset)):
         return dataset
     visible = visible_columns(dataset)
     if not visible or readable_columns(dataset) != visible:
         return dataset
-    return ArrowBatches(dataset, visible)
+    return ArrowBatches(dataset if python else dataset.with_format(None), visible)
+
+
+def _tensor_rows_are_python_rows(dataset: Any) -> bool:
+    """Whether `dataset` is formatted as torch tensors whose rows fastcollate's collators
+    collate as they collate its Python rows: the plain torch format (no dtype or other
+    tensor arguments), every column a row holds integers or lists of integers that the
+    formatter makes int64 (uint64 excepted: no int64 holds it) and no null anywhere in them.
+    Floats (float32 tensors, where Python floats may be float64) and booleans stay tensors."""
+    import pyarrow as pa
+
+    fmt = dataset.format
+    if fmt.get("type") != "torch" or fmt.get("format_kwargs"):
+        return False
+    table = dataset.data.table
+    for column in visible_columns(dataset):
+        arrow_type = table.schema.field(column).type
+        kind = column_kind(arrow_type)
+        values = arrow_type.value_type if kind == "sequence" else arrow_type
+        if kind is None or not pa.types.is_integer(values) or pa.types.is_uint64(values):
+            return False
+        if _has_nulls(table.column(column)):
+            return False
+    return True
 
 
 def unwrap(dataset: Any) -> Any:

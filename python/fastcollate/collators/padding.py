@@ -18,6 +18,7 @@ from .._internal.tensors import (
     pin_tensors,
     torch_module,
 )
+from ..arrow import ArrowBatch
 from .feature_extraction import feature_extractor_of, pad_features, processing_kind
 from .native import collate_plan, collate_rows
 from .padding_options import (
@@ -131,7 +132,7 @@ class DataCollatorWithPadding:
         return (type(self).__call__ is DataCollatorWithPadding.__call__
                 and processing_kind(self.tokenizer) is None)
 
-    def __call__(self, features: list[dict[str, Any]]) -> Any:
+    def __call__(self, features: list[dict[str, Any]] | ArrowBatch) -> Any:
         plan = self._call_plan
         tokenizer = self.tokenizer
         if (
@@ -143,12 +144,13 @@ class DataCollatorWithPadding:
             and fields.pad_to_multiple_of is self.pad_to_multiple_of
             and fields.return_tensors is self.return_tensors
             and fields.pin_memory is self.pin_memory
-            and type(features) is list
-            and features
-            and type(features[0]) is dict
             and has_state_key(tokenizer, plan.tokenizer_key)
             and (plan.default_dtype is None or plan.get_default_dtype() is plan.default_dtype)
         ):
+            if type(features) is ArrowBatch:
+                return self._planned_arrow_call(features, plan)
+            if not (type(features) is list and features and type(features[0]) is dict):
+                return self._unplanned_call(features)
             first = features[0]
             # The planned path takes the usual rows: token ids as a list of ints, a numpy
             # array or a torch tensor, and an attention mask of at most one dimension (a
@@ -167,6 +169,28 @@ class DataCollatorWithPadding:
                     batch = converted_like_tokenizer_pad(batch, main_kind, main_kind is None,
                                                          fields.return_tensors)
                 return batch_encoding(renamed_labels(batch))
+        return self._unplanned_call(features)
+
+    def _planned_arrow_call(self, features: ArrowBatch, plan: _CallPlan) -> Any:
+        """The planned call for rows still in Arrow storage: what `pad` does with an
+        ArrowBatch (the main input required, then one native call with the settled groups),
+        the outputs made tensors and the batch finished natively."""
+        fields = plan.fields
+        if fields.max_length is not None:
+            warn_if_max_length_ignored(fields.padding, fields.max_length)
+        # Arrow rows hold Python numbers: the plan for a Python main input (whose arrays /
+        # scalars options have nothing to keep here).
+        batch = features.require(plan.main).collate_planned(plan.native_plans[None])
+        if type(batch) is not dict:
+            return batch
+        if list in map(type, batch.values()):
+            batch = converted_like_tokenizer_pad(batch, None, False, fields.return_tensors)
+        return batch_encoding(renamed_labels(batch))
+
+    def _unplanned_call(self, features: Any) -> Any:
+        """A call without a plan: through `pad` (or the processing class's own padding), the
+        plan for the next calls settled after it."""
+        tokenizer = self.tokenizer
         if tokenizer is not None and (kind := processing_kind(tokenizer)) is not None:
             return self._call_with_processing_class(features, kind)
         check_tokenizer(tokenizer, "DataCollatorWithPadding")

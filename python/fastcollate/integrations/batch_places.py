@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from ..collators.masking import BATCH_PLACE, BatchPlace
+from .cpu_batches import sent_to_device
 
 TRAIN, EVAL, TEST = 0, 1, 2
 _WORKER_SHIFT = 16
@@ -70,6 +71,9 @@ class PlacedCollate:
         self.stream = stream
         self.places = places
         self.map_style = map_style
+        # (device, non_blocking) where this collate_fn makes the loader's send to the CPU
+        # (`cpu_batches.take_over_cpu_placement`), else None.
+        self.send_to: tuple[Any, bool] | None = None
         self._reset_state()
 
     def _reset_state(self) -> None:
@@ -110,9 +114,13 @@ class PlacedCollate:
     def __call__(self, features: Any) -> Any:
         token = BATCH_PLACE.set(self.place())
         try:
-            return self.collate_fn(features)
+            batch = self.collate_fn(features)
         finally:
             BATCH_PLACE.reset(token)
+        send_to = self.send_to
+        if send_to is None:
+            return batch
+        return sent_to_device(batch, *send_to)
 
     def __repr__(self) -> str:
         return f"PlacedCollate({self.collate_fn!r}, stream={self.stream})"

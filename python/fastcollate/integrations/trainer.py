@@ -24,6 +24,7 @@ from ..sampling.lengths import sequence_lengths
 from ..sampling.samplers import LengthGroupedSampler
 from .accelerate_loader import prepare_rank_aware_loader
 from .batch_places import EVAL, TEST, TRAIN, LoaderPlaces, PlacedCollate
+from .cpu_batches import take_over_cpu_placement
 from .trainer_sampling import (
     CutToTokenBudget,
     grouped_stream,
@@ -239,10 +240,13 @@ class ArrowTrainerMixin(ArrowDataLoaderMixin, _TrainerBase):
             self.args.dataloader_pin_memory = False
         self.data_collator = used
         try:
-            return super()._get_dataloader(dataset, *args, **kwargs)
+            loader = super()._get_dataloader(dataset, *args, **kwargs)
         finally:
             self.data_collator = collator
             self.args = training_args
+        # Training on the CPU, a batch of CPU tensors is not walked again by accelerate.
+        take_over_cpu_placement(loader, used)
+        return loader
 
     def get_train_dataloader(self) -> Any:
         """transformers' training DataLoader, except for a stream trained packed or grouped by
@@ -263,12 +267,12 @@ class ArrowTrainerMixin(ArrowDataLoaderMixin, _TrainerBase):
         batch, collated by the Trainer's collator), prepared by accelerate without being
         sharded a second time."""
         args = self.args
+        placed = PlacedCollate(self.data_collator, TRAIN, self._loader_places, map_style=False)
         loader = torch.utils.data.DataLoader(
             stream,
             batch_size=None,
             collate_fn=getattr(self, TRAINER_COLLATOR_WITH_REMOVED_COLUMNS)(
-                PlacedCollate(self.data_collator, TRAIN, self._loader_places, map_style=False),
-                description="Training",
+                placed, description="Training"
             ),
             num_workers=args.dataloader_num_workers,
             pin_memory=bool(args.dataloader_pin_memory) and has_accelerator(),
@@ -276,7 +280,9 @@ class ArrowTrainerMixin(ArrowDataLoaderMixin, _TrainerBase):
             multiprocessing_context=args.dataloader_multiprocessing_context,
             prefetch_factor=args.dataloader_prefetch_factor,
         )
-        return prepare_rank_aware_loader(self.accelerator, loader)
+        prepared = prepare_rank_aware_loader(self.accelerator, loader)
+        take_over_cpu_placement(prepared, placed)
+        return prepared
 
     def _dataset_lengths(self, dataset: Any) -> Any:
         # The same sources as transformers: the length column when the dataset has it (after

@@ -2,7 +2,8 @@
 //! buffers (built once per process and kept alive by the object); `collate_arrow` gathers a
 //! batch of rows from such columns and pads it, all with the interpreter released, and hands
 //! the outputs out as `collate` does (`output_buffers::hand_out`: numpy or torch over the
-//! Rust buffers, or copied into a provider's tensors).
+//! Rust buffers, or copied into a provider's tensors); `collate_arrow_planned` does the same
+//! for the groups and options of a `CollatePlan`, as `collate_planned` does for rows.
 
 use std::collections::HashMap;
 
@@ -13,8 +14,9 @@ use pyo3::types::PyDict;
 
 use crate::core::arrow::{self, ArrowColumn, ArrowError, Bitmap, Chunk, Offsets, Values};
 use crate::core::error::CollateError;
-use crate::core::pad;
+use crate::core::pad::{self, Output, Plan};
 
+use crate::py::bindings::collate::{output_converter, PyCollatePlan};
 use crate::py::convert::pad_plan::{build_plan, PyPadGroup};
 use crate::py::output::numpy_arrays::output_to_py;
 use crate::py::output::output_buffers::{hand_out, OutputBuffers};
@@ -254,15 +256,60 @@ pub fn collate_arrow<'py>(
             })
             .collect::<PyResult<_>>()?,
     };
-    let index_map = index_map.as_ref().map(|m| m.get().column());
     let buffers = output_buffer.as_ref().and_then(OutputBuffers::new);
-    let outputs = py.detach(|| {
-        let gathered = arrow::gather_batch(&selected, index_map, &indices)?;
-        pad::collate(gathered, &plan).map_err(ArrowError::from)
+    let outputs = gathered_and_padded(py, &selected, index_map.as_ref(), &indices, &plan)?;
+    into_dict(py, outputs, |outputs| {
+        hand_out(buffers.as_ref(), outputs, |output| output_to_py(py, output))
+    })
+}
+
+/// `collate_arrow` for the groups and options a `CollatePlan` holds, as `collate_planned` is
+/// `collate` for them: the pad plan parsed once, each output through the plan's `to_tensor`,
+/// and with its `batch_encoding` the batch finished (labels renamed, in a BatchEncoding).
+/// The same output and errors as `collate_arrow` given the plan's groups and `float32`, then
+/// finished as the caller would finish it.
+#[pyfunction]
+pub fn collate_arrow_planned<'py>(
+    py: Python<'py>,
+    columns: Vec<Bound<'py, PyArrowColumn>>,
+    index_map: Option<Bound<'py, PyArrowColumn>>,
+    indices: Vec<i64>,
+    plan: &Bound<'py, PyCollatePlan>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let plan = plan.get();
+    let selected: Vec<&ArrowColumn<'_>> = columns.iter().map(|c| c.get().column()).collect();
+    let outputs =
+        gathered_and_padded(py, &selected, index_map.as_ref(), &indices, plan.pad_plan())?;
+    let batch = into_dict(py, outputs, |outputs| {
+        hand_out(None, outputs, output_converter(py, plan.to_tensor(py)))
     })?;
-    // Column order, then a created attention mask: the order `collate` gives.
+    plan.finished(batch)
+}
+
+/// Rows `indices` of `columns` gathered and padded by `plan`, with the interpreter released.
+fn gathered_and_padded(
+    py: Python<'_>,
+    columns: &[&ArrowColumn<'_>],
+    index_map: Option<&Bound<'_, PyArrowColumn>>,
+    indices: &[i64],
+    plan: &Plan,
+) -> PyResult<Vec<Output>> {
+    let index_map = index_map.map(|m| m.get().column());
+    Ok(py.detach(|| {
+        let gathered = arrow::gather_batch(columns, index_map, indices)?;
+        pad::collate(gathered, plan).map_err(ArrowError::from)
+    })?)
+}
+
+/// The outputs, handed out by `hand`, in a dict under their keys: column order, then a
+/// created attention mask (the order `collate` gives).
+fn into_dict<'py>(
+    py: Python<'py>,
+    outputs: Vec<Output>,
+    hand: impl FnOnce(Vec<Output>) -> PyResult<Vec<Bound<'py, PyAny>>>,
+) -> PyResult<Bound<'py, PyDict>> {
     let keys: Vec<String> = outputs.iter().map(|output| output.key.clone()).collect();
-    let values = hand_out(buffers.as_ref(), outputs, |output| output_to_py(py, output))?;
+    let values = hand(outputs)?;
     let result = PyDict::new(py);
     for (key, value) in keys.into_iter().zip(values) {
         result.set_item(key, value)?;

@@ -162,48 +162,94 @@ pub fn collate_planned<'py>(
     plan: &Bound<'py, PyCollatePlan>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let plan = plan.get();
-    let to_tensor = plan.to_tensor.as_ref().map(|f| f.bind(py));
-    let batch = collate_with(py, rows, &plan.plan, None, plan.keep, to_tensor, None)?;
-    let Some(finish) = &plan.finish else {
-        return Ok(batch.into_any());
-    };
-    if batch
-        .iter()
-        .any(|(_, value)| value.is_exact_instance_of::<PyList>())
-    {
-        return Ok(batch.into_any());
+    let batch = collate_with(
+        py,
+        rows,
+        &plan.plan,
+        None,
+        plan.keep,
+        plan.to_tensor(py),
+        None,
+    )?;
+    plan.finished(batch)
+}
+
+impl PyCollatePlan {
+    /// The pad plan, parsed once.
+    pub fn pad_plan(&self) -> &Plan {
+        &self.plan
     }
-    for (old, new) in &finish.renames {
-        if let Some(value) = batch.get_item(old)? {
-            batch.del_item(old)?;
-            batch.set_item(new, value)?;
+
+    /// The plan's `to_tensor`, bound.
+    pub fn to_tensor<'a, 'py>(&'a self, py: Python<'py>) -> Option<&'a Bound<'py, PyAny>> {
+        self.to_tensor.as_ref().map(|f| f.bind(py))
+    }
+
+    /// `batch` as the planned call returns it: with the plan's `batch_encoding`, a batch
+    /// holding no list comes back finished (see `collate_planned`); any other as it is.
+    pub fn finished<'py>(&self, batch: Bound<'py, PyDict>) -> PyResult<Bound<'py, PyAny>> {
+        let py = batch.py();
+        let Some(finish) = &self.finish else {
+            return Ok(batch.into_any());
+        };
+        if batch
+            .iter()
+            .any(|(_, value)| value.is_exact_instance_of::<PyList>())
+        {
+            return Ok(batch.into_any());
+        }
+        for (old, new) in &finish.renames {
+            if let Some(value) = batch.get_item(old)? {
+                batch.del_item(old)?;
+                batch.set_item(new, value)?;
+            }
+        }
+        // `class.__new__(class)` through the type's own slot, then `data` and the other
+        // attributes set in the order an empty one holds them.
+        let class = finish.class.bind(py);
+        // SAFETY: `tp_new` is the class's constructor slot (a class always has one, inherited
+        // from `object` at least), called with the class and an empty argument tuple as
+        // `class.__new__(class)` calls it; a null result is an error set by it.
+        let encoding = unsafe {
+            let new: Option<ffi::newfunc> =
+                std::mem::transmute(ffi::PyType_GetSlot(class.as_type_ptr(), ffi::Py_tp_new));
+            let Some(new) = new else {
+                return Err(PyTypeError::new_err(
+                    "the BatchEncoding class cannot be instantiated",
+                ));
+            };
+            let empty = PyTuple::empty(py);
+            Bound::from_owned_ptr_or_err(
+                py,
+                new(class.as_type_ptr(), empty.as_ptr(), ptr::null_mut()),
+            )?
+        };
+        encoding.setattr(intern!(py, "data"), batch)?;
+        for (name, value) in &finish.attributes {
+            encoding.setattr(name.bind(py), value.bind(py))?;
+        }
+        Ok(encoding)
+    }
+}
+
+/// How an output leaves a call: through `to_tensor` (a ragged one excepted), where
+/// `torch.from_numpy` is made straight from the buffer (`torch_tensors`), else as a numpy
+/// array.
+pub fn output_converter<'a, 'py>(
+    py: Python<'py>,
+    to_tensor: Option<&'a Bound<'py, PyAny>>,
+) -> impl FnMut(Output) -> PyResult<Bound<'py, PyAny>> + 'a
+where
+    'py: 'a,
+{
+    let direct = to_tensor.is_some_and(torch_tensors::is_torch_from_numpy);
+    move |output: Output| {
+        let ragged = matches!(output.layout, Layout::Ragged { .. });
+        match to_tensor {
+            Some(convert) if !ragged => torch_tensors::converted(py, output, convert, direct),
+            _ => output_to_py(py, output),
         }
     }
-    // `class.__new__(class)` through the type's own slot, then `data` and the other
-    // attributes set in the order an empty one holds them.
-    let class = finish.class.bind(py);
-    // SAFETY: `tp_new` is the class's constructor slot (a class always has one, inherited
-    // from `object` at least), called with the class and an empty argument tuple as
-    // `class.__new__(class)` calls it; a null result is an error set by it.
-    let encoding = unsafe {
-        let new: Option<ffi::newfunc> =
-            std::mem::transmute(ffi::PyType_GetSlot(class.as_type_ptr(), ffi::Py_tp_new));
-        let Some(new) = new else {
-            return Err(PyTypeError::new_err(
-                "the BatchEncoding class cannot be instantiated",
-            ));
-        };
-        let empty = PyTuple::empty(py);
-        Bound::from_owned_ptr_or_err(
-            py,
-            new(class.as_type_ptr(), empty.as_ptr(), ptr::null_mut()),
-        )?
-    };
-    encoding.setattr(intern!(py, "data"), batch)?;
-    for (name, value) in &finish.attributes {
-        encoding.setattr(name.bind(py), value.bind(py))?;
-    }
-    Ok(encoding)
 }
 
 fn collate_with<'py>(
@@ -333,16 +379,8 @@ fn collate_with<'py>(
             leaving.push(output);
         }
     }
-    // `torch.from_numpy` of each output: its tensors made straight from the buffers.
-    let direct = to_tensor.is_some_and(torch_tensors::is_torch_from_numpy);
-    let convert = |output: Output| -> PyResult<Bound<'py, PyAny>> {
-        let ragged = matches!(output.layout, Layout::Ragged { .. });
-        match to_tensor {
-            Some(convert) if !ragged => torch_tensors::converted(py, output, convert, direct),
-            _ => output_to_py(py, output),
-        }
-    };
-    let mut handed = hand_out(buffers.as_ref(), leaving, convert)?.into_iter();
+    let mut handed =
+        hand_out(buffers.as_ref(), leaving, output_converter(py, to_tensor))?.into_iter();
     let result = PyDict::new(py);
     for (object, value) in entries {
         match value {
