@@ -196,6 +196,11 @@ def test_share_batch_leaves_single_tensors_and_tracked_ones():
     tracked = {"a": torch.ones(2, requires_grad=True), "b": torch.ones(2, requires_grad=True)}
     a = tracked["a"]
     assert share_batch(tracked)["a"] is a
+    strided = {"a": torch.ones(3, 4).t(), "b": torch.ones(2), "c": torch.zeros(2)}
+    transposed = strided["a"]
+    share_batch(strided)
+    assert strided["a"] is transposed  # left to torch, strides and all
+    assert strided["b"].untyped_storage().data_ptr() == strided["c"].untyped_storage().data_ptr()
 
 
 def test_outside_a_worker_the_output_is_untouched(bert_tokenizer):

@@ -40,10 +40,11 @@ def sharing_on() -> bool:
 
 
 def share_batch(batch: Any) -> Any:
-    """Replaces the plain CPU tensors (not a subclass, sparse or autograd-tracked one, nor one
-    in shared memory already) of `batch` (a dict or BatchEncoding) with contiguous views
-    of one new shared-memory storage holding their values; `batch` is returned. Nothing is done
-    with fewer than two such tensors (one tensor is one segment either way)."""
+    """Replaces the plain contiguous CPU tensors of `batch` (a dict or BatchEncoding; not a
+    subclass, sparse or autograd-tracked tensor, nor one in shared memory already) with views of
+    one new shared-memory storage holding their values; `batch` is returned. Nothing is done
+    with fewer than two such tensors (one tensor is one segment either way). Keys that viewed
+    one storage before get copies of their own."""
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(batch, MutableMapping):
         return batch
@@ -55,6 +56,7 @@ def share_batch(batch: Any) -> Any:
         if type(value) is tensor_type
         and value.layout is strided
         and value.device.type == "cpu"
+        and value.is_contiguous()
         and not value.requires_grad
         and not value.is_shared()
     ]
