@@ -206,3 +206,24 @@ def test_share_batch_leaves_single_tensors_and_tracked_ones():
 def test_outside_a_worker_the_output_is_untouched(bert_tokenizer):
     batch = fastcollate.DataCollatorWithPadding(bert_tokenizer)(token_rows(bert_tokenizer)[:4])
     assert not any(value.is_shared() for value in batch.values())
+
+
+@multiprocess
+def test_trainer_workers_hand_batches_over_in_one_storage(model_path, bert_tokenizer, tmp_path):
+    import datasets
+    from transformers import AutoModelForSequenceClassification
+
+    texts = [f"sentence {i} " * (1 + i % 4) for i in range(16)]
+    train = datasets.Dataset.from_dict({"text": texts, "label": [i % 2 for i in range(16)]})
+    train = train.map(lambda batch: bert_tokenizer(batch["text"]), batched=True,
+                      remove_columns=["text"])
+    args = fastcollate.TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=4,
+                                         report_to=[], dataloader_num_workers=2, use_cpu=True)
+    model = AutoModelForSequenceClassification.from_pretrained(model_path, num_labels=2)
+    trainer = fastcollate.Trainer(model, args, train_dataset=train,
+                                  processing_class=bert_tokenizer)
+    received = [dict(batch) for batch in trainer.get_train_dataloader()]
+    assert len(received) == 4
+    for batch in received:
+        assert {"input_ids", "attention_mask", "labels"} <= set(batch)
+        assert len(storages(batch)) == 1
