@@ -12,6 +12,7 @@ from .._internal.main_input import MainValues, main_input_kind
 from .._internal.rows import check_no_later_keys, first_row
 from .._internal.stacked_masks import put_back, set_aside_masks
 from .._internal.tensors import floats_as_float32
+from .._internal.worker_handover import hands_over
 from ..arrow import ArrowBatch
 from .feature_extraction import processing_kind, transformers_collator
 from .native import collate
@@ -62,6 +63,7 @@ class DataCollatorMixin:
     `return_tensors` unless the call names one. Like transformers', it defines neither method
     nor `return_tensors`: the subclass does."""
 
+    @hands_over
     def __call__(self, features: Any, return_tensors: Any = None) -> Any:
         if return_tensors is None:
             return_tensors = self.return_tensors  # type: ignore[attr-defined]
@@ -76,6 +78,7 @@ class TokenCollatorCall:
     `transformers_collator`), else `_collate` with the call's `return_tensors` ("pt" / "np"),
     the instance's unless the call names one."""
 
+    @hands_over
     def __call__(self, features: Any, return_tensors: str | None = None) -> Any:
         if (handed_back := transformers_collator(self)) is not None:
             return handed_back(features, return_tensors)

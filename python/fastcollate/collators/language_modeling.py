@@ -16,6 +16,7 @@ from .. import _native
 from .._internal.patching import original
 from .._internal.tensors import is_torch_tensor, torch_module
 from .._internal.upstream import LANGUAGE_MODELING_WHOLE_WORD_MASK, LANGUAGE_MODELING_WORD_IDS
+from .._internal.worker_handover import hands_over
 from ..arrow import ArrowBatch
 from .base import TakesArrowBatches, framework
 from .masking import (
@@ -234,6 +235,7 @@ class DataCollatorForLanguageModeling(TakesArrowBatches):
         transformers' random streams, which know no epochs."""
         self._masking.set_epoch(epoch)
 
+    @hands_over
     def __call__(self, features: Any, return_tensors: str | None = None) -> Any:
         if return_tensors is None:
             return_tensors = self.return_tensors

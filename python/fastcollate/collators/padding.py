@@ -18,6 +18,7 @@ from .._internal.tensors import (
     pin_tensors,
     torch_module,
 )
+from .._internal.worker_handover import hands_over
 from ..arrow import ArrowBatch
 from .feature_extraction import feature_extractor_of, pad_features, processing_kind
 from .native import collate_plan, collate_rows
@@ -132,6 +133,7 @@ class DataCollatorWithPadding:
         return (type(self).__call__ is DataCollatorWithPadding.__call__
                 and processing_kind(self.tokenizer) is None)
 
+    @hands_over
     def __call__(self, features: list[dict[str, Any]] | ArrowBatch) -> Any:
         plan = self._call_plan
         tokenizer = self.tokenizer
