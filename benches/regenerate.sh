@@ -5,7 +5,7 @@
 # From the repository root, with a release build of fastcollate and the test dependencies
 # (`maturin develop --release` in the test venv, or `pip install '.[transformers,trl,plot]'`
 # plus datasets). The commands are `RESULTS` in benches/render_figures.py, in order; about
-# 40-60 minutes on a quiet 2-core machine, most of it collators.json. The GPU results file is
+# 45-70 minutes on a quiet 2-core machine, most of it collators.json. The GPU results file is
 # written on a GPU machine instead (benches/gpu_run.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
