@@ -187,8 +187,14 @@ def format_table(results: list[Result]) -> str:
                     _block(case_results, variant),
                 )
             )
+    return "\n".join(_aligned(HEADERS, blocks))
+
+
+def _aligned(headers: list[str], blocks: list[tuple[str, list[list[str]]]]) -> list[str]:
+    """The lines of a table: `headers`, a rule, then each block's heading and its rows, every
+    column as wide as its widest cell (the first left-aligned, the others right-aligned)."""
     rows = [line for _, lines in blocks for line in lines]
-    widths = [max(len(h), *(len(line[i]) for line in rows)) for i, h in enumerate(HEADERS)]
+    widths = [max(len(h), *(len(line[i]) for line in rows)) for i, h in enumerate(headers)]
 
     def render(cells: list[str]) -> str:
         return "  ".join(
@@ -196,11 +202,11 @@ def format_table(results: list[Result]) -> str:
             for i, (c, w) in enumerate(zip(cells, widths, strict=True))
         ).rstrip()
 
-    out = [render(HEADERS), render(["-" * w for w in widths])]
+    out = [render(headers), render(["-" * w for w in widths])]
     for heading, lines in blocks:
         out.append(heading)
         out += [render(line) for line in lines]
-    return "\n".join(out)
+    return out
 
 
 FLOOR_HEADERS = ["rows", "batch", "fastcollate", "floor", "fastcollate / floor"]
@@ -230,23 +236,10 @@ def floor_table(results: list[Result]) -> str:
             if r.case == case
         ]
         blocks.append((short_name(case), lines))
-    rows = [line for _, lines in blocks for line in lines]
-    widths = [max(len(h), *(len(line[i]) for line in rows)) for i, h in enumerate(FLOOR_HEADERS)]
-
-    def render(cells: list[str]) -> str:
-        return "  ".join(
-            c.ljust(w) if i == 0 else c.rjust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ).rstrip()
-
     out = [
         _wrap(f"How far from the limit, ms per batch. The floor is {FLOOR_BASIS}."),
-        render(FLOOR_HEADERS),
-        render(["-" * w for w in widths]),
+        *_aligned(FLOOR_HEADERS, blocks),
     ]
-    for heading, lines in blocks:
-        out.append(heading)
-        out += [render(line) for line in lines]
     without = [short_name(c) for c in cases if c not in with_floor]
     if without:
         out.append(_wrap(f"No floor is defined for {', '.join(without)}."))
