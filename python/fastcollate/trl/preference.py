@@ -188,37 +188,6 @@ def _padded_prompt_completion(
     return padded
 
 
-def _read_once(
-    examples: list[Any],
-    prompt_key: str | None,
-    completion_keys: list[str],
-    together: bool,
-    pad_token_id: int,
-    multiple: int | None,
-    max_length: int | None,
-    keep_end: bool,
-    completion_mask: bool,
-    scalars: list[tuple[str, str]],
-) -> tuple[list[Any], list[np.ndarray | None], bool] | None:
-    """`_native_read`, or None when the call refuses the batch: the caller then checks the
-    rows, naming the bad one."""
-    try:
-        return _native_read(
-            examples,
-            prompt_key,
-            completion_keys,
-            together,
-            pad_token_id,
-            multiple,
-            max_length,
-            keep_end,
-            completion_mask,
-            scalars,
-        )
-    except (TypeError, ValueError, OverflowError):
-        return None
-
-
 def _native_read(
     examples: list[Any],
     prompt_key: str | None,
@@ -577,18 +546,25 @@ class _PreferenceTorchCall:
         first = _first_dict(examples)
         completions = layout.completions_in(first)
         scalars = layout.native_scalars(first)
-        read = completions and _read_once(
-            examples,
-            layout.prompt,
-            [key for _, key in completions],
-            layout.together,
-            pad_token_id,
-            multiple,
-            max_length,
-            keep_end,
-            layout.completion_mask,
-            scalars,
-        )
+        # None when the call refuses the batch: the rows are then checked here, naming the
+        # bad one.
+        read = None
+        if completions:
+            try:
+                read = _native_read(
+                    examples,
+                    layout.prompt,
+                    [key for _, key in completions],
+                    layout.together,
+                    pad_token_id,
+                    multiple,
+                    max_length,
+                    keep_end,
+                    layout.completion_mask,
+                    scalars,
+                )
+            except (TypeError, ValueError, OverflowError):
+                pass
         if read and read[2]:
             rows = examples
             padded, values, _ = read
