@@ -10,6 +10,7 @@ __all__ = [
     "CollatePlan",
     "PadFloor",
     "PadGroup",
+    "WorkerArena",
     "__version__",
     "build_profile",
     "check_output_size",
@@ -21,6 +22,7 @@ __all__ = [
     "flatten_batch",
     "group_by_length",
     "group_stream_buffer",
+    "mapped_arenas",
     "mask_tokens",
     "pack_dataset_bfd",
     "pack_dataset_fullest",
@@ -34,6 +36,8 @@ __all__ = [
     "pad_sequences",
     "pad_with_labels",
     "rebalance_epoch",
+    "receive_arena_view",
+    "sweep_arenas",
 ]
 __version__: str
 build_profile: str  # "release" or "debug"
@@ -371,3 +375,35 @@ def pack_dataset_gather(
 def pack_dataset_gather_chunks(
     starts: np.ndarray, lengths: np.ndarray, chunks: list[np.ndarray], width: int
 ) -> np.ndarray: ...
+
+# Shared-memory arenas for DataLoader workers (Linux only; absent elsewhere). The worker's
+# arena: `slots` slots of `slot_bytes` bytes (a multiple of 64) in one anonymous shared file.
+@final
+class WorkerArena:
+    def __new__(cls, slots: int, slot_bytes: int) -> WorkerArena: ...
+    @property
+    def slots(self) -> int: ...
+    @property
+    def slot_bytes(self) -> int: ...
+    # The file's (device, inode), which names the arena in both processes.
+    @property
+    def identity(self) -> tuple[int, int]: ...
+    def fileno(self) -> int: ...
+    # A free slot of at least nbytes bytes, held until `release`; None when none is.
+    def claim(self, nbytes: int) -> int | None: ...
+    def release(self, slot: int) -> None: ...
+    # The bytes as a writable uint8 array that holds the slot while it lives.
+    def view(self, slot: int, offset: int, nbytes: int) -> np.ndarray: ...
+    def locate(self, address: int, nbytes: int) -> tuple[int, int] | None: ...
+    # True when the main process maps the arena (the view is sent without the file).
+    def send(self, slot: int) -> bool: ...
+    def retire(self) -> None: ...
+    def holds(self, slot: int) -> int: ...
+
+# The main process's side: a view a worker sent, as a uint8 array holding its slot; `fd` (taken
+# and closed) is the arena's file when it came along, else -1.
+def receive_arena_view(
+    identity: tuple[int, int], fd: int, owner_pid: int, slot: int, offset: int, nbytes: int
+) -> np.ndarray: ...
+def mapped_arenas() -> int: ...
+def sweep_arenas() -> int: ...

@@ -1,6 +1,8 @@
 //! The pyo3-free core: gathering columns, padding and stacking. `cargo test` runs it without
 //! Python; the binding layer in `rust/py` only converts Python objects to and from it.
 
+#[cfg(target_os = "linux")]
+pub mod arena_attachments;
 pub mod arrow;
 pub mod batches;
 pub mod column;
@@ -16,6 +18,8 @@ pub mod pad;
 pub mod preference;
 pub mod rebalance;
 pub mod rng;
+#[cfg(target_os = "linux")]
+pub mod shared_arena;
 pub mod sizes;
 pub mod stream_grouping;
 pub mod stream_packing;

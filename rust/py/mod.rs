@@ -49,6 +49,11 @@ mod _native {
     use super::bindings::streams::{group_stream_buffer, pack_stream_buffer};
     #[pymodule_export]
     use super::bindings::trl_pad::pad_sequences;
+    #[cfg(target_os = "linux")]
+    #[pymodule_export]
+    use super::bindings::worker_arena::{
+        mapped_arena_states, mapped_arenas, receive_arena_view, sweep_arenas, PyWorkerArena,
+    };
     #[pymodule_export]
     use super::convert::pad_plan::PyPadGroup;
 

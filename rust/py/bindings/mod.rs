@@ -16,3 +16,5 @@ pub mod sampling;
 pub mod sizes;
 pub mod streams;
 pub mod trl_pad;
+#[cfg(target_os = "linux")]
+pub mod worker_arena;

@@ -101,18 +101,47 @@ where
         }
         capsule
     };
-    // SAFETY: the array borrows `data` (shape × strides within the Vec's length, checked by
-    // the callers) and holds the capsule as its base, which keeps the buffer alive as long as
-    // the array (and any view of it) lives. NewFromDescr steals the descriptor reference.
+    // SAFETY: the buffer is the Vec's: `dims` within its length (checked by the callers),
+    // alive as long as the capsule.
+    unsafe {
+        array_over(
+            py,
+            T::get_dtype(py),
+            dims.len(),
+            shape,
+            strides,
+            data.cast(),
+            capsule,
+        )
+    }
+}
+
+/// A numpy array of `ndim` dimensions (`shape`, `strides`) over `data`, with `base` as its
+/// base object (which keeps `data` alive and frees it when numpy lets go).
+///
+/// # Safety
+/// `data` with that shape and those strides lies in memory `base` keeps alive and writable.
+unsafe fn array_over<'py>(
+    py: Python<'py>,
+    dtype: Bound<'py, numpy::PyArrayDescr>,
+    ndim: usize,
+    mut shape: [npy_intp; 3],
+    mut strides: [npy_intp; 3],
+    data: *mut c_void,
+    base: Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    // SAFETY: the caller vouches for `data`; the array holds `base` as its base, which keeps
+    // the memory alive as long as the array (and any view of it) lives. NewFromDescr steals
+    // the descriptor reference.
     unsafe {
         let array = PY_ARRAY_API.PyArray_NewFromDescr(
             py,
             npyffi::get_type_object(py, npyffi::NpyTypes::PyArray_Type),
-            T::get_dtype(py).into_dtype_ptr(),
-            dims.len() as c_int,
+            dtype.into_dtype_ptr(),
+            ndim as c_int,
             shape.as_mut_ptr(),
             strides.as_mut_ptr(),
-            data.cast(),
+            data,
             npyffi::NPY_ARRAY_WRITEABLE,
             ptr::null_mut(),
         );
@@ -120,11 +149,68 @@ where
             return Err(PyErr::fetch(py));
         }
         let array = Bound::from_owned_ptr(py, array);
-        // SetBaseObject steals the capsule's reference, also when it fails.
-        if PY_ARRAY_API.PyArray_SetBaseObject(py, array.as_ptr().cast(), capsule.into_ptr()) != 0 {
+        // SetBaseObject steals the base's reference, also when it fails.
+        if PY_ARRAY_API.PyArray_SetBaseObject(py, array.as_ptr().cast(), base.into_ptr()) != 0 {
             return Err(PyErr::fetch(py));
         }
         Ok(array)
+    }
+}
+
+/// The capsule's name for a lease `leased_bytes` keeps.
+const LEASE: &CStr = c"fastcollate.lease";
+
+/// Drops the `Box<L>` a capsule made by `leased_bytes::<L>` holds. Called once, by Python,
+/// when the capsule dies.
+unsafe extern "C" fn drop_lease<L>(capsule: *mut ffi::PyObject) {
+    // SAFETY: only capsules made by `leased_bytes::<L>` have this destructor, named `LEASE`,
+    // their pointer a leaked Box<L>; rebuilding it here is the only place it is dropped.
+    unsafe {
+        let lease = ffi::PyCapsule_GetPointer(capsule, LEASE.as_ptr()).cast::<L>();
+        if !lease.is_null() {
+            drop(Box::from_raw(lease));
+        } else {
+            ffi::PyErr_Clear();
+        }
+    }
+}
+
+/// A 1-d uint8 numpy array over the `len` bytes at `data`, without a copy: its base is a
+/// capsule owning `lease`, dropped when numpy lets go of the array (and every view of it).
+///
+/// # Safety
+/// The `len` bytes at `data` stay mapped, writable and not written by anyone else while
+/// `lease` lives.
+pub(crate) unsafe fn leased_bytes<'py, L: Send + 'static>(
+    py: Python<'py>,
+    data: *mut u8,
+    len: usize,
+    lease: L,
+) -> PyResult<Bound<'py, PyAny>> {
+    let length = npy_intp::try_from(len)
+        .map_err(|_| PyValueError::new_err("a view is past numpy's limit"))?;
+    let lease = Box::into_raw(Box::new(lease));
+    // SAFETY: the capsule takes the box: from here it drops it (`drop_lease`) and nothing
+    // else does; if it cannot be made, the box is dropped here instead.
+    let capsule = unsafe {
+        let capsule = ffi::PyCapsule_New(lease.cast(), LEASE.as_ptr(), Some(drop_lease::<L>));
+        if capsule.is_null() {
+            drop(Box::from_raw(lease));
+            return Err(PyErr::fetch(py));
+        }
+        Bound::from_owned_ptr(py, capsule)
+    };
+    // SAFETY: the caller vouches for the bytes while the lease (now the capsule's) lives.
+    unsafe {
+        array_over(
+            py,
+            u8::get_dtype(py),
+            1,
+            [length, 0, 0],
+            [1, 0, 0],
+            data.cast(),
+            capsule,
+        )
     }
 }
 
