@@ -36,7 +36,7 @@ import torch
 from torch.utils.data import DataLoader
 
 import fastcollate
-from fastcollate._internal.worker_handover import share_batch
+from fastcollate._internal.worker_arena import place_batch as share_batch
 from fastcollate.bench.workload import bert_tokenizer
 
 WORDS = ("film plot dull great actor scene long fun bad good story ending music camera "

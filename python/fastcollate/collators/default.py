@@ -21,6 +21,7 @@ from .._internal.tensors import (
     text_error,
     torch_module,
 )
+from .._internal.worker_handover import hands_over
 from ..arrow import ArrowBatch
 from .native import collate
 
@@ -124,6 +125,7 @@ def stacking_framework(return_tensors: Any) -> str:
     return value
 
 
+@hands_over
 def default_data_collator(features: list[Any], return_tensors: str = "pt") -> dict[str, Any]:
     """Same output as `transformers.default_data_collator`: stacks every key of the first
     feature (skipping None and str values), `label` (int -> int64, float -> float32) and

@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import _native
 from .._internal.tensors import torch_module
+from .._internal.worker_handover import hands_over
 from ..arrow import ArrowBatch
 from .base import FRAMEWORKS, TakesArrowBatches, batch_rows, first_keys
 from .default import DefaultDataCollator
@@ -66,6 +67,7 @@ class DataCollatorWithFlattening(TakesArrowBatches, DefaultDataCollator):
 
     checked_framework = staticmethod(flattening_framework)
 
+    @hands_over
     def __call__(self, features: Any, return_tensors: str | None = None,
                  separator_id: int | None = None) -> dict[str, Any]:
         if return_tensors is None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._internal.tensors import torch_module
+from .._internal.worker_handover import hands_over
 from .feature_extraction import pad_features
 from .tokenizer_pad import pad
 
@@ -58,6 +59,7 @@ class DataCollatorCTCWithPadding:
     def __post_init__(self) -> None:
         _check_processor(self.processor, "DataCollatorCTCWithPadding")
 
+    @hands_over
     def __call__(self, features: list[dict[str, Any]]) -> Any:
         name = self.feature_extractor_input_name
         input_rows = [{name: feature[name]} for feature in features]
@@ -87,6 +89,7 @@ class DataCollatorSpeechSeq2SeqWithPadding:
     def __post_init__(self) -> None:
         _check_processor(self.processor, "DataCollatorSpeechSeq2SeqWithPadding")
 
+    @hands_over
     def __call__(self, features: list[dict[str, Any]]) -> Any:
         torch = torch_module()
         name = self.processor.model_input_names[0]

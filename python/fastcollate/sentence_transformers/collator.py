@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._internal.tensors import torch_module
+from .._internal.worker_handover import hands_over
 from ..collators import pad
 from .layout import (
     BATCH_KEYS,
@@ -30,6 +31,7 @@ class SentenceTransformerDataCollator:
     tokenizer: Any
     valid_label_columns: list[str] = field(default_factory=lambda: list(DEFAULT_LABEL_COLUMNS))
 
+    @hands_over
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         if not features:
             return {}

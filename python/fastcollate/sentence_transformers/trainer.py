@@ -8,6 +8,7 @@ from typing import Any, cast
 
 import sentence_transformers
 
+from .._internal.worker_handover import hands_over
 from .collator import SentenceTransformerDataCollator
 from .layout import text_columns
 from .pretokenize import pretokenize
@@ -22,6 +23,7 @@ class _TrainerDataCollator(SentenceTransformerDataCollator):
 
     raw_text_collator: Any = None
 
+    @hands_over
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         if features and self.raw_text_collator is not None and not text_columns(
             list(features[0].keys())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._internal.worker_handover import hands_over
 from ..collators.padding_options import MAX_SIZE, checked_int, checked_pad_id
 
 TRUNCATION_MODES = ("keep_start", "keep_end")
@@ -56,6 +57,7 @@ class PtOnly:
         check_pt_only(self.return_tensors)
         checked_options(self)
 
+    @hands_over
     def __call__(self, features: Any, return_tensors: str | None = None) -> dict[str, Any]:
         check_pt_only(self.return_tensors if return_tensors is None else return_tensors)
         return self.torch_call(features)  # type: ignore[attr-defined,no-any-return]
