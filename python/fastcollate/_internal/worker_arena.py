@@ -54,15 +54,13 @@ def supported() -> bool:
 
 def _placed(value: Any, torch: Any) -> bool:
     """Whether `value` is a tensor the arena carries: a plain, dense, contiguous CPU tensor
-    with values, not tracked by autograd and not in shared memory already (which torch hands
-    over as it is)."""
+    with values, not tracked by autograd."""
     return (type(value) is torch.Tensor
             and value.layout is torch.strided
             and value.device.type == "cpu"
             and value.is_contiguous()
             and not value.requires_grad
-            and value.numel() > 0
-            and not value.is_shared())
+            and value.numel() > 0)
 
 
 def place_batch(batch: Any) -> Any:
@@ -75,16 +73,21 @@ def place_batch(batch: Any) -> Any:
     found = [(key, value) for key, value in batch.items() if _placed(value, torch)]
     if not found:
         return batch
+    sizes = [value.numel() * value.element_size() for _, value in found]
     offsets = []
     total = 0
-    for _, value in found:
+    for size in sizes:
         offsets.append(total)
-        total += -(-(value.numel() * value.element_size()) // _ALIGNMENT) * _ALIGNMENT
+        total += -(-size // _ALIGNMENT) * _ALIGNMENT
     arena, slot = _claim(total)
     try:
-        for (key, value), offset in zip(found, offsets, strict=True):
-            data = arena.view(slot, offset, value.numel() * value.element_size())
-            view = torch.from_numpy(data).view(value.dtype).view(value.shape)
+        for (key, value), offset, size in zip(found, offsets, sizes, strict=True):
+            data = arena.view(slot, offset, size)
+            array_type = _numpy_dtype(value.dtype)
+            if array_type is None:  # bfloat16, ...: the bytes viewed by torch
+                view = torch.from_numpy(data).view(value.dtype).view(value.shape)
+            else:
+                view = torch.from_numpy(data.view(array_type).reshape(value.shape))
             view.copy_(value)
             batch[key] = view
     finally:
