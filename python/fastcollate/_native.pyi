@@ -22,6 +22,7 @@ __all__ = [
     "flatten_batch",
     "group_by_length",
     "group_stream_buffer",
+    "mapped_arena_states",
     "mapped_arenas",
     "mask_tokens",
     "pack_dataset_bfd",
@@ -392,18 +393,35 @@ class WorkerArena:
     # A free slot of at least nbytes bytes, held until `release`; None when none is.
     def claim(self, nbytes: int) -> int | None: ...
     def release(self, slot: int) -> None: ...
-    # The bytes as a writable uint8 array that holds the slot while it lives.
-    def view(self, slot: int, offset: int, nbytes: int) -> np.ndarray: ...
+    # The bytes as a writable array (numpy's type number and C-ordered shape, or uint8 bytes
+    # without a type number) that holds the slot while it lives.
+    def view(
+        self,
+        slot: int,
+        offset: int,
+        nbytes: int,
+        typenum: int | None = None,
+        shape: Sequence[int] = ...,
+    ) -> np.ndarray: ...
     def locate(self, address: int, nbytes: int) -> tuple[int, int] | None: ...
     # True when the main process maps the arena (the view is sent without the file).
     def send(self, slot: int) -> bool: ...
     def retire(self) -> None: ...
     def holds(self, slot: int) -> int: ...
 
-# The main process's side: a view a worker sent, as a uint8 array holding its slot; `fd` (taken
-# and closed) is the arena's file when it came along, else -1.
+# The main process's side: a view a worker sent, as an array holding its slot (typed as `view`
+# is); `fd` (taken and closed) is the arena's file when it came along, else -1.
 def receive_arena_view(
-    identity: tuple[int, int], fd: int, owner_pid: int, slot: int, offset: int, nbytes: int
+    identity: tuple[int, int],
+    fd: int,
+    owner_pid: int,
+    slot: int,
+    offset: int,
+    nbytes: int,
+    typenum: int | None = None,
+    shape: Sequence[int] = ...,
 ) -> np.ndarray: ...
+# For each arena mapped here: (views of it alive here, whether its worker is gone).
+def mapped_arena_states() -> list[tuple[int, bool]]: ...
 def mapped_arenas() -> int: ...
 def sweep_arenas() -> int: ...

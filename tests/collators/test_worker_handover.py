@@ -448,3 +448,25 @@ def test_trainer_workers_hand_batches_over_through_the_arena(model_path, bert_to
         assert {"input_ids", "attention_mask", "labels"} <= set(batch)
         assert in_arena(batch)
     trainer.train()  # the loop consumes the views
+
+
+def test_a_typed_view_must_match_its_bytes_and_alignment():
+    import numpy as np
+
+    from fastcollate import _native
+
+    arena = _native.WorkerArena(1, 4096)
+    slot = arena.claim(64)
+    int64 = np.dtype(np.int64).num
+    assert arena.view(slot, 0, 48, int64, (2, 3)).shape == (2, 3)
+    assert arena.view(slot, 0, 48, int64, (2, 3, 1, 1)).ndim == 4  # any number of dimensions
+    with pytest.raises(ValueError, match="cannot be shaped"):
+        arena.view(slot, 0, 48, int64, (2, 2))
+    with pytest.raises(ValueError, match="not aligned"):
+        arena.view(slot, 4, 48, int64, (2, 3))
+    with pytest.raises(ValueError, match="past its slot"):
+        arena.view(slot, 4090, 48)
+    with pytest.raises(ValueError):
+        arena.release(5)
+    arena.release(slot)
+    assert arena.holds(slot) == 0

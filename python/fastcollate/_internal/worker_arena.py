@@ -82,12 +82,12 @@ def place_batch(batch: Any) -> Any:
     arena, slot = _claim(total)
     try:
         for (key, value), offset, size in zip(found, offsets, sizes, strict=True):
-            data = arena.view(slot, offset, size)
-            array_type = _numpy_dtype(value.dtype)
-            if array_type is None:  # bfloat16, ...: the bytes viewed by torch
+            typenum = _numpy_type(value.dtype)
+            if typenum is None:  # bfloat16, ...: the bytes, viewed by torch
+                data = arena.view(slot, offset, size)
                 view = torch.from_numpy(data).view(value.dtype).view(value.shape)
             else:
-                view = torch.from_numpy(data.view(array_type).reshape(value.shape))
+                view = torch.from_numpy(arena.view(slot, offset, size, typenum, value.shape))
             view.copy_(value)
             batch[key] = view
     finally:
@@ -158,46 +158,41 @@ def _reduce_tensor(tensor: Any) -> Any:
                 where = (arena.identity, file, os.getpid(), slot, offset, nbytes)
                 shape = tuple(tensor.shape)
                 whole = (tensor.storage_offset() == 0 and tensor.is_contiguous()
-                         and tensor.numel() * tensor.element_size() == nbytes)
-                if whole and (array_type := _numpy_dtype(tensor.dtype)) is not None:
-                    return (_rebuild_array, (*where, array_type, shape))
+                         and tensor.numel() * tensor.element_size() == nbytes
+                         and offset % tensor.element_size() == 0)
+                if whole and (typenum := _numpy_type(tensor.dtype)) is not None:
+                    return (_rebuild_array, (*where, typenum, shape))
                 return (_rebuild_view, (*where, tensor.dtype, shape, tensor.stride(),
                                         tensor.storage_offset()))
     return _torch_reduce(tensor)
 
 
-# torch dtype -> numpy's dtype string, None for a dtype numpy lacks (bfloat16, ...).
-_numpy_dtypes: dict[Any, str | None] = {}
+# torch dtype -> numpy's type number, None for a dtype numpy lacks (bfloat16, ...).
+_numpy_types: dict[Any, int | None] = {}
 
 
-def _numpy_dtype(dtype: Any) -> str | None:
-    """numpy's dtype string for the torch `dtype`, when numpy has it."""
-    if dtype not in _numpy_dtypes:
+def _numpy_type(dtype: Any) -> int | None:
+    """numpy's type number for the torch `dtype`, when numpy has the type."""
+    if dtype not in _numpy_types:
         import torch
         try:
-            _numpy_dtypes[dtype] = torch.empty(0, dtype=dtype).numpy().dtype.str
+            _numpy_types[dtype] = torch.empty(0, dtype=dtype).numpy().dtype.num
         except TypeError:
-            _numpy_dtypes[dtype] = None
-    return _numpy_dtypes[dtype]
-
-
-def _received(identity: tuple[int, int], file: Any, owner_pid: int, slot: int, offset: int,
-              nbytes: int) -> Any:
-    """The bytes of a view a worker sent, as a uint8 array over the main process's mapping
-    of its arena (mapped here on the first view, from the file that came with it)."""
-    return _native.receive_arena_view(identity, -1 if file is None else file.detach(),
-                                      owner_pid, slot, offset, nbytes)
+            _numpy_types[dtype] = None
+    return _numpy_types[dtype]
 
 
 def _rebuild_array(identity: tuple[int, int], file: Any, owner_pid: int, slot: int,
-                   offset: int, nbytes: int, array_type: str, shape: tuple[int, ...]) -> Any:
-    """The main process's side of `_reduce_tensor` for a whole contiguous storage of a dtype
-    numpy has: the tensor over the worker's arena, without a copy; the slot stays held while
-    the tensor's storage lives."""
+                   offset: int, nbytes: int, typenum: int, shape: tuple[int, ...]) -> Any:
+    """The main process's side of `_reduce_tensor` for a whole contiguous storage of a type
+    numpy has: the tensor over the main process's mapping of the worker's arena (mapped here
+    on the first view, from the file that came with it), without a copy; the slot stays held
+    while the tensor's storage lives."""
     import torch
 
-    data = _received(identity, file, owner_pid, slot, offset, nbytes)
-    return torch.from_numpy(data.view(array_type).reshape(shape))
+    fd = -1 if file is None else file.detach()
+    return torch.from_numpy(_native.receive_arena_view(identity, fd, owner_pid, slot, offset,
+                                                       nbytes, typenum, shape))
 
 
 def _rebuild_view(identity: tuple[int, int], file: Any, owner_pid: int, slot: int,
@@ -207,7 +202,8 @@ def _rebuild_view(identity: tuple[int, int], file: Any, owner_pid: int, slot: in
     then the view (dtype, shape, strides, offset) set on them."""
     import torch
 
-    data = _received(identity, file, owner_pid, slot, offset, nbytes)
+    fd = -1 if file is None else file.detach()
+    data = _native.receive_arena_view(identity, fd, owner_pid, slot, offset, nbytes)
     storage = torch.from_numpy(data).untyped_storage()
     return torch.empty((0,), dtype=dtype).set_(storage, storage_offset, shape, stride)
 

@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 
 use crate::core::arena_attachments::{attachments, HeldView};
 use crate::core::shared_arena::{Arena, ArenaError};
-use crate::py::output::numpy_arrays::leased_bytes;
+use crate::py::output::numpy_arrays::leased_array;
 
 fn arena_error(error: ArenaError) -> PyErr {
     match error {
@@ -74,14 +74,18 @@ impl PyWorkerArena {
         Ok(())
     }
 
-    /// The `nbytes` bytes at `offset` of `slot` as a writable uint8 array; the slot stays held
-    /// while the array (or any view of it) lives.
+    /// The `nbytes` bytes at `offset` of `slot` as a writable array: of numpy's type number
+    /// `typenum` and `shape` (C order), or uint8 bytes when `typenum` is None; the slot stays
+    /// held while the array (or any view of it) lives.
+    #[pyo3(signature = (slot, offset, nbytes, typenum=None, shape=Vec::new()))]
     fn view<'py>(
         &self,
         py: Python<'py>,
         slot: usize,
         offset: usize,
         nbytes: usize,
+        typenum: Option<i32>,
+        shape: Vec<usize>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let data = self
             .arena
@@ -90,7 +94,7 @@ impl PyWorkerArena {
         let held = HeldView::new(Arc::clone(&self.arena), slot);
         // SAFETY: the bytes lie in the slot (span), which `held` keeps claimed, so the worker
         // does not hand it out again, and keeps the mapping alive.
-        unsafe { leased_bytes(py, data, nbytes, held) }
+        unsafe { leased_array(py, data, nbytes, typenum, &shape, held) }
     }
 
     /// The slot and offset of the `nbytes` bytes at `address` when they lie in one slot.
@@ -131,10 +135,13 @@ impl PyWorkerArena {
 }
 
 /// A view a worker sent arrives in the main process: the `nbytes` bytes at `offset` of
-/// `slot` of the arena `identity`, as a writable uint8 array holding the slot while it lives.
-/// `fd` is the arena's file when the worker sent it (this call takes it and closes it), else
-/// -1; `owner_pid` the worker's pid.
+/// `slot` of the arena `identity`, as a writable array (of numpy's type number `typenum` and
+/// `shape`, or uint8 bytes when `typenum` is None) holding the slot while it lives. `fd` is
+/// the arena's file when the worker sent it (this call takes it and closes it), else -1;
+/// `owner_pid` the worker's pid.
 #[pyfunction]
+#[pyo3(signature = (identity, fd, owner_pid, slot, offset, nbytes, typenum=None, shape=Vec::new()))]
+#[allow(clippy::too_many_arguments)]
 pub fn receive_arena_view<'py>(
     py: Python<'py>,
     identity: (u64, u64),
@@ -143,6 +150,8 @@ pub fn receive_arena_view<'py>(
     slot: usize,
     offset: usize,
     nbytes: usize,
+    typenum: Option<i32>,
+    shape: Vec<usize>,
 ) -> PyResult<Bound<'py, PyAny>> {
     // SAFETY: the caller hands the descriptor over (it came detached from the worker's
     // `DupFd`); it is this call's to close.
@@ -157,7 +166,7 @@ pub fn receive_arena_view<'py>(
         .ok_or_else(|| PyValueError::new_err("a batch view past its slot"))?;
     // SAFETY: the bytes lie in the slot, which `view` holds (the worker does not claim it
     // again until the view drops), and `view` keeps the mapping alive.
-    unsafe { leased_bytes(py, data, nbytes, view) }
+    unsafe { leased_array(py, data, nbytes, typenum, &shape, view) }
 }
 
 /// How many workers' arenas this process maps.

@@ -104,19 +104,19 @@ where
     // SAFETY: the buffer is the Vec's: `dims` within its length (checked by the callers),
     // alive as long as the capsule.
     unsafe {
+        let ndim = dims.len();
         array_over(
             py,
             T::get_dtype(py),
-            dims.len(),
-            shape,
-            strides,
+            &mut shape[..ndim],
+            &mut strides[..ndim],
             data.cast(),
             capsule,
         )
     }
 }
 
-/// A numpy array of `ndim` dimensions (`shape`, `strides`) over `data`, with `base` as its
+/// A numpy array of `shape` and `strides` (as many as its dimensions) over `data`, with `base` as its
 /// base object (which keeps `data` alive and frees it when numpy lets go).
 ///
 /// # Safety
@@ -124,9 +124,8 @@ where
 unsafe fn array_over<'py>(
     py: Python<'py>,
     dtype: Bound<'py, numpy::PyArrayDescr>,
-    ndim: usize,
-    mut shape: [npy_intp; 3],
-    mut strides: [npy_intp; 3],
+    shape: &mut [npy_intp],
+    strides: &mut [npy_intp],
     data: *mut c_void,
     base: Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
@@ -138,7 +137,7 @@ unsafe fn array_over<'py>(
             py,
             npyffi::get_type_object(py, npyffi::NpyTypes::PyArray_Type),
             dtype.into_dtype_ptr(),
-            ndim as c_int,
+            shape.len() as c_int,
             shape.as_mut_ptr(),
             strides.as_mut_ptr(),
             data,
@@ -175,20 +174,61 @@ unsafe extern "C" fn drop_lease<L>(capsule: *mut ffi::PyObject) {
     }
 }
 
-/// A 1-d uint8 numpy array over the `len` bytes at `data`, without a copy: its base is a
-/// capsule owning `lease`, dropped when numpy lets go of the array (and every view of it).
+/// A C-ordered numpy array of `shape` over the `len` bytes at `data`, without a copy: of
+/// numpy's type number `typenum`, or uint8 bytes (one dimension, `len` long) when None. Its
+/// base is a capsule owning `lease`, dropped when numpy lets go of the array (and every view
+/// of it). A `ValueError` when the shape's bytes are not `len`.
 ///
 /// # Safety
 /// The `len` bytes at `data` stay mapped, writable and not written by anyone else while
 /// `lease` lives.
-pub(crate) unsafe fn leased_bytes<'py, L: Send + 'static>(
+pub(crate) unsafe fn leased_array<'py, L: Send + 'static>(
     py: Python<'py>,
     data: *mut u8,
     len: usize,
+    typenum: Option<c_int>,
+    shape: &[usize],
     lease: L,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let length = npy_intp::try_from(len)
-        .map_err(|_| PyValueError::new_err("a view is past numpy's limit"))?;
+    let beyond = || PyValueError::new_err("a view is past numpy's limit");
+    let (dtype, dims) = match typenum {
+        None => (u8::get_dtype(py), vec![len]),
+        Some(number) => {
+            // SAFETY: DescrFromType returns a new reference, or NULL with an exception set.
+            let descr = unsafe { PY_ARRAY_API.PyArray_DescrFromType(py, number) };
+            if descr.is_null() {
+                return Err(PyErr::fetch(py));
+            }
+            // SAFETY: a new reference to an array descriptor, owned from here.
+            let descr = unsafe { Bound::from_owned_ptr(py, descr.cast()) };
+            (descr.cast_into::<numpy::PyArrayDescr>()?, shape.to_vec())
+        }
+    };
+    let item = dtype.itemsize();
+    if item == 0 || (data as usize) % item != 0 {
+        return Err(PyValueError::new_err(format!(
+            "a view at an address not aligned for its {item}-byte items"
+        )));
+    }
+    let bytes = dims
+        .iter()
+        .try_fold(item, |total, &d| total.checked_mul(d))
+        .ok_or_else(beyond)?;
+    if bytes != len {
+        return Err(PyValueError::new_err(format!(
+            "a view of {len} bytes cannot be shaped {shape:?} of {item}-byte items"
+        )));
+    }
+    let mut sizes = dims
+        .iter()
+        .map(|&d| npy_intp::try_from(d).map_err(|_| beyond()))
+        .collect::<PyResult<Vec<_>>>()?;
+    let mut strides = vec![0 as npy_intp; sizes.len()];
+    let mut stride = item as npy_intp; // at most `len`, which fits (checked above)
+    for i in (0..sizes.len()).rev() {
+        strides[i] = stride;
+        stride = stride.saturating_mul(sizes[i]);
+    }
     let lease = Box::into_raw(Box::new(lease));
     // SAFETY: the capsule takes the box: from here it drops it (`drop_lease`) and nothing
     // else does; if it cannot be made, the box is dropped here instead.
@@ -200,18 +240,9 @@ pub(crate) unsafe fn leased_bytes<'py, L: Send + 'static>(
         }
         Bound::from_owned_ptr(py, capsule)
     };
-    // SAFETY: the caller vouches for the bytes while the lease (now the capsule's) lives.
-    unsafe {
-        array_over(
-            py,
-            u8::get_dtype(py),
-            1,
-            [length, 0, 0],
-            [1, 0, 0],
-            data.cast(),
-            capsule,
-        )
-    }
+    // SAFETY: the caller vouches for the bytes while the lease (now the capsule's) lives; the
+    // shape and strides cover exactly `len` bytes (checked above).
+    unsafe { array_over(py, dtype, &mut sizes, &mut strides, data.cast(), capsule) }
 }
 
 fn array<'py, T>(py: Python<'py>, values: Vec<T>, layout: &Layout) -> PyResult<Bound<'py, PyAny>>
