@@ -56,6 +56,9 @@ RESULTS = {
     "pinned_output_cpu.json": "python benches/bench_pinned_output.py "
     "--json benches/results/pinned_output_cpu.json",
     "speech.json": "python -m fastcollate bench --cases speech --json benches/results/speech.json",
+    # the main process's CPU per batch from DataLoader workers, arena against torch's hand-over
+    "worker_handover.json": "python benches/bench_worker_handover.py --workers 1,2,4 "
+    "--rounds 11 --json benches/results/worker_handover.json",
     # the set-up steps a newcomer waits for: the extension's build and the default test run
     "setup_times.json": "python benches/measure_setup.py --json benches/results/setup_times.json",
 }
@@ -459,6 +462,43 @@ def pinned_output_table() -> str:
     )
 
 
+def worker_handover_table() -> str:
+    """The main process's CPU time per batch from DataLoader workers: fastcollate's arena
+    against torch's own hand-over and against a loader with nothing to hand over, beside
+    collating in the main process (`bench_worker_handover.py`)."""
+    name = "worker_handover.json"
+    record = load(name)
+    words = {
+        "main process": "none: the main process collates",
+        "arena": "fastcollate's arena",
+        "torch": "torch's own (`FASTCOLLATE_WORKER_SHARING=0`)",
+        "no batch": "nothing to hand over (the DataLoader's own cost)",
+    }
+    lines = [
+        "| workers | hand-over | main process CPU per batch | vs `num_workers=0` |",
+        "|---|---|---|---|",
+    ]
+    for r in record["results"]:
+        low, high = r["main_process_range_us"]
+        lines.append(
+            f"| {r['workers']} | {words[r['hand_over']]} | {r['main_process_us']:.0f} µs "
+            f"({low:.0f}-{high:.0f}) | {r['over_no_workers']:.2f}× |"
+        )
+    settings = record["settings"]
+    side = record["worker_side_us"]
+    caption = (
+        f"Batch {settings['batch_size']} of IMDB-like rows (50 to 500 tokens), "
+        f"`{settings['collator']}`, persistent {settings['context']} workers; the median of "
+        f"{settings['rounds']} epochs of {settings['batches']} batches (their range in "
+        "brackets), all loaders in turn within each round. In a worker the collator takes "
+        f"{side['collate']:.0f} µs a batch, {side['collate + arena copy']:.0f} µs with the "
+        f"copy into the arena, {side['collate + share_memory_() of each tensor']:.0f} µs with "
+        "torch's copy of each tensor into shared memory. "
+        + describe(record, name, ("torch", "transformers"))
+    )
+    return "\n" + "\n".join(lines) + "\n\n" + caption + "\n"
+
+
 def pack_dataset_table() -> str:
     record = load("trl.json")
     settings = record["arguments"]
@@ -646,6 +686,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "trl-preparation": trl_preparation_table,
     "pack-dataset": pack_dataset_table,
     "pinned-output": pinned_output_table,
+    "worker-handover": worker_handover_table,
     "headline": headline,
     "quick-seconds": quick_seconds,
     "build-time": build_time,
