@@ -70,6 +70,46 @@ def stacked_rows(tokenizer):
             for i in range(24)]
 
 
+def ctc_collator(tokenizer):
+    import tempfile
+    from pathlib import Path
+
+    from transformers import Wav2Vec2FeatureExtractor, Wav2Vec2Processor
+
+    from tests.support.speech import ctc_tokenizer
+
+    processor = Wav2Vec2Processor(feature_extractor=Wav2Vec2FeatureExtractor(),
+                                  tokenizer=ctc_tokenizer(Path(tempfile.mkdtemp())))
+    return fastcollate.DataCollatorCTCWithPadding(processor)
+
+
+def audio_rows(tokenizer):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    return [{"input_values": rng.standard_normal(50 + 7 * i).astype(np.float32),
+             "labels": rng.integers(4, 10, size=1 + i % 5).tolist()} for i in range(24)]
+
+
+def trl_collator(tokenizer):
+    pytest.importorskip("trl")
+    import fastcollate.trl
+
+    return fastcollate.trl.DataCollatorForLanguageModeling(pad_token_id=tokenizer.pad_token_id)
+
+
+def sentence_transformers_collator(tokenizer):
+    pytest.importorskip("sentence_transformers")
+    from fastcollate.sentence_transformers import SentenceTransformerDataCollator
+
+    return SentenceTransformerDataCollator(tokenizer)
+
+
+def sentence_rows(tokenizer):
+    return [{"anchor_input_ids": row["input_ids"], "anchor_attention_mask": row["attention_mask"],
+             "label": i % 2} for i, row in enumerate(token_rows(tokenizer))]
+
+
 CASES = {
     "padding": (lambda t: fastcollate.DataCollatorWithPadding(t), token_rows),
     "default_data_collator": (lambda t: fastcollate.default_data_collator, stacked_rows),
@@ -79,6 +119,9 @@ CASES = {
                         multiple_choice_rows),
     "masked_language_modeling": (
         lambda t: fastcollate.DataCollatorForLanguageModeling(t, seed=3), lm_rows),
+    "speech_ctc": (ctc_collator, audio_rows),
+    "trl_language_modeling": (trl_collator, lm_rows),
+    "sentence_transformers": (sentence_transformers_collator, sentence_rows),
     "token_classification": (lambda t: fastcollate.DataCollatorForTokenClassification(t),
                              tagged_rows),
     "seq2seq": (lambda t: fastcollate.DataCollatorForSeq2Seq(t), seq2seq_rows),
@@ -309,12 +352,12 @@ def test_a_finished_workers_arena_goes_with_its_last_view(bert_tokenizer):
     assert worker_arena.mapped_arenas() == before
 
 
-def leave_epochs_early(rows, collate, ending):
+def leave_epochs_early(rows, collate, ending, context):
     """Three loaders, each left after its first batch (`ending`); what is left behind after."""
     before = leftovers()
     for _ in range(3):
         loader = DataLoader(rows, batch_size=5, collate_fn=collate, num_workers=2,
-                            multiprocessing_context="fork", prefetch_factor=4)
+                            multiprocessing_context=context, prefetch_factor=4)
         if ending == "deleted":
             iterator = iter(loader)
             first = batch = next(iterator)
@@ -337,16 +380,17 @@ def leave_epochs_early(rows, collate, ending):
 
 @multiprocess
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+@pytest.mark.parametrize("context", ["fork", "spawn"])
 @pytest.mark.parametrize("ending", ["deleted", "break", "exception"])
 def test_an_epoch_left_early_leaves_no_more_than_torchs_hand_over(bert_tokenizer, ending,
-                                                                   monkeypatch):
+                                                                   context, monkeypatch):
     rows = token_rows(bert_tokenizer, count=80)
     collate = fastcollate.DataCollatorWithPadding(bert_tokenizer)
-    descriptors, segments, mapped = leave_epochs_early(rows, collate, ending)
+    descriptors, segments, mapped = leave_epochs_early(rows, collate, ending, context)
     assert (segments, mapped) == (0, 0)
     with monkeypatch.context() as patch:
         patch.setenv("FASTCOLLATE_WORKER_SHARING", "0")
-        torchs_descriptors, _, _ = leave_epochs_early(rows, collate, ending)
+        torchs_descriptors, _, _ = leave_epochs_early(rows, collate, ending, context)
     # torch's loader may keep a left iterator's pipes until it is collected: the same here.
     assert descriptors <= max(torchs_descriptors, 1), (descriptors, torchs_descriptors)
 
