@@ -514,3 +514,17 @@ def test_a_typed_view_must_match_its_bytes_and_alignment():
         arena.release(5)
     arena.release(slot)
     assert arena.holds(slot) == 0
+
+
+def test_a_worker_without_shared_memory_hands_over_as_torch_does(worker_side, monkeypatch):
+    from fastcollate import _native
+
+    def no_memory(slots, slot_bytes):
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(worker_arena, "_warned", [])
+    monkeypatch.setattr(_native, "WorkerArena", no_memory)
+    tensor = torch.arange(6)
+    with pytest.warns(RuntimeWarning, match="hands its batches over as torch does"):
+        batch = worker_arena.place_batch({"input_ids": tensor})
+    assert batch["input_ids"] is tensor

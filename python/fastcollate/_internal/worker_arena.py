@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from collections.abc import MutableMapping
 from typing import Any
 
@@ -79,7 +80,12 @@ def place_batch(batch: Any) -> Any:
     for size in sizes:
         offsets.append(total)
         total += -(-size // _ALIGNMENT) * _ALIGNMENT
-    arena, slot = _claim(total)
+    try:
+        arena, slot = _claim(total)
+    except OSError as error:  # no shared memory to be had (ENOMEM, EMFILE, ...)
+        _warn_once(f"a DataLoader worker could not make its shared-memory arena ({error}); "
+                   "it hands its batches over as torch does")
+        return batch
     try:
         for (key, value), offset, size in zip(found, offsets, sizes, strict=True):
             typenum = _numpy_type(value.dtype)
@@ -93,6 +99,16 @@ def place_batch(batch: Any) -> Any:
     finally:
         arena.release(slot)
     return batch
+
+
+_warned: list[str] = []
+
+
+def _warn_once(message: str) -> None:
+    """Warns of a worker's arena failing, once per process."""
+    if not _warned:
+        _warned.append(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
 def _claim(nbytes: int) -> tuple[Any, int]:
