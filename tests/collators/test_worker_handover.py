@@ -528,3 +528,22 @@ def test_a_worker_without_shared_memory_hands_over_as_torch_does(worker_side, mo
     with pytest.warns(RuntimeWarning, match="hands its batches over as torch does"):
         batch = worker_arena.place_batch({"input_ids": tensor})
     assert batch["input_ids"] is tensor
+
+
+@multiprocess
+def test_batches_received_in_another_thread_are_freed_in_this_one(bert_tokenizer):
+    """As DataLoader(pin_memory=True) does on a GPU: its pinning thread receives (rebuilds)
+    the batches, the training loop frees them."""
+    import threading
+
+    rows = token_rows(bert_tokenizer, count=40)
+    collate = fastcollate.DataCollatorWithPadding(bert_tokenizer)
+    before = leftovers()[2]
+    received = []
+    thread = threading.Thread(target=lambda: received.extend(batches(collate, rows, 2, "fork")))
+    thread.start()
+    thread.join()
+    assert all(in_arena(batch) for batch in received)
+    assert_same_batches(received, batches(collate, rows, 0))
+    received.clear()
+    assert leftovers()[2] == before
