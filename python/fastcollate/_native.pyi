@@ -22,7 +22,6 @@ __all__ = [
     "flatten_batch",
     "group_by_length",
     "group_stream_buffer",
-    "mapped_arena_states",
     "mapped_arenas",
     "mask_tokens",
     "pack_dataset_bfd",
@@ -421,7 +420,5 @@ def receive_arena_view(
     typenum: int | None = None,
     shape: Sequence[int] = ...,
 ) -> np.ndarray: ...
-# For each arena mapped here: (views of it alive here, whether its worker is gone).
-def mapped_arena_states() -> list[tuple[int, bool]]: ...
 def mapped_arenas() -> int: ...
 def sweep_arenas() -> int: ...

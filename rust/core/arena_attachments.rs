@@ -61,11 +61,15 @@ struct Mapped {
 }
 
 impl Mapped {
+    /// The worker that made the arena has exited.
+    fn owner_gone(&self) -> bool {
+        self.owner.as_ref().is_some_and(Owner::gone)
+    }
+
     /// No view of the arena is alive here (the map holds the only reference), and none can
     /// arrive any more: its worker is gone, or it is retired with no view on its way.
     fn abandoned(&self) -> bool {
-        Arc::strong_count(&self.arena) == 1
-            && (self.owner.as_ref().is_some_and(Owner::gone) || self.arena.detach_retired())
+        Arc::strong_count(&self.arena) == 1 && (self.owner_gone() || self.arena.detach_retired())
     }
 }
 
@@ -105,24 +109,23 @@ impl Attachments {
         let mut guard = self.lock();
         let arenas = guard.get_or_insert_with(HashMap::new);
         let arena = match arenas.get(&identity) {
-            Some(mapped) => Arc::clone(&mapped.arena),
+            Some(mapped) => {
+                within(&mapped.arena, slot)?;
+                Arc::clone(&mapped.arena)
+            }
             None => {
                 let Some(file) = file else {
-                    return Err(ArenaError::Layout(
+                    return Err(ArenaError::Invalid(
                         "a batch view arrived from a DataLoader worker whose arena this process no longer maps",
                     ));
                 };
                 let arena = Arena::attach(file.as_fd())?;
                 if arena.identity() != identity {
-                    return Err(ArenaError::Layout(
+                    return Err(ArenaError::Invalid(
                         "the file sent with a batch view is not the arena it names",
                     ));
                 }
-                if slot >= arena.slots() {
-                    return Err(ArenaError::Layout(
-                        "a batch view names a slot past its arena",
-                    ));
-                }
+                within(&arena, slot)?;
                 arena.mark_attached();
                 let arena = Arc::new(arena);
                 // Dead workers' arenas with no view alive go before a new one is kept.
@@ -138,11 +141,6 @@ impl Attachments {
                 arena
             }
         };
-        if slot >= arena.slots() {
-            return Err(ArenaError::Layout(
-                "a batch view names a slot past its arena",
-            ));
-        }
         Ok(SentView { arena, slot })
     }
 
@@ -163,9 +161,7 @@ impl Attachments {
             return;
         }
         // Two: the map's and this view's.
-        if last_sent
-            || (Arc::strong_count(arena) == 2 && mapped.owner.as_ref().is_some_and(Owner::gone))
-        {
+        if last_sent || (Arc::strong_count(arena) == 2 && mapped.owner_gone()) {
             arenas.remove(&identity);
         }
     }
@@ -182,23 +178,20 @@ impl Attachments {
         before - arenas.len()
     }
 
-    /// For each arena mapped here: the views of it alive here, and whether its worker is gone.
-    pub fn states(&self) -> Vec<(usize, bool)> {
-        self.lock().as_ref().map_or_else(Vec::new, |arenas| {
-            arenas
-                .values()
-                .map(|m| {
-                    let gone = m.owner.as_ref().is_some_and(Owner::gone);
-                    (Arc::strong_count(&m.arena) - 1, gone)
-                })
-                .collect()
-        })
-    }
-
     /// How many arenas are mapped here.
     pub fn len(&self) -> usize {
         self.lock().as_ref().map_or(0, HashMap::len)
     }
+}
+
+/// An error unless `slot` is one of the arena's.
+fn within(arena: &Arena, slot: usize) -> Result<(), ArenaError> {
+    if slot >= arena.slots() {
+        return Err(ArenaError::Invalid(
+            "a batch view names a slot past its arena",
+        ));
+    }
+    Ok(())
 }
 
 /// A view the main process was sent: holds its slot until it drops.

@@ -39,15 +39,16 @@ const COUNTERS_AT: usize = 32;
 pub enum ArenaError {
     /// A system call failed (its name and errno).
     System { call: &'static str, errno: i32 },
-    /// A layout past the address space, or a file that is not an arena of this layout.
-    Layout(&'static str),
+    /// A layout past the address space, a file that is not an arena of this layout, or a
+    /// view that names no slot of an arena mapped here.
+    Invalid(&'static str),
 }
 
 impl fmt::Display for ArenaError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ArenaError::System { call, errno } => write!(f, "{call} failed (errno {errno})"),
-            ArenaError::Layout(why) => write!(f, "{why}"),
+            ArenaError::Invalid(why) => write!(f, "{why}"),
         }
     }
 }
@@ -56,9 +57,9 @@ impl fmt::Display for ArenaError {
 /// (`slot_bytes` a multiple of `ALIGNMENT`); an error past the address space.
 pub fn file_bytes(slots: usize, slot_bytes: usize) -> Result<(usize, usize), ArenaError> {
     const TOO_LARGE: ArenaError =
-        ArenaError::Layout("an arena of this size is past the address space");
+        ArenaError::Invalid("an arena of this size is past the address space");
     if slots == 0 || slot_bytes == 0 || slot_bytes % ALIGNMENT != 0 {
-        return Err(ArenaError::Layout(
+        return Err(ArenaError::Invalid(
             "an arena needs slots of a positive multiple of 64 bytes",
         ));
     }
@@ -134,8 +135,9 @@ mod system {
         }
         // SAFETY: `raw` is a descriptor this function just opened and owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let size = libc::off_t::try_from(len)
-            .map_err(|_| ArenaError::Layout("an arena of this size is past the file size limit"))?;
+        let size = libc::off_t::try_from(len).map_err(|_| {
+            ArenaError::Invalid("an arena of this size is past the file size limit")
+        })?;
         // SAFETY: sets the size of the file `fd` owns.
         if unsafe { libc::ftruncate(fd.as_raw_fd(), size) } != 0 {
             return Err(errno("ftruncate"));
@@ -160,7 +162,7 @@ mod system {
             return Err(errno("fstat"));
         }
         let len = usize::try_from(stat.st_size)
-            .map_err(|_| ArenaError::Layout("the shared file's size is not a size"))?;
+            .map_err(|_| ArenaError::Invalid("the shared file's size is not a size"))?;
         #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
         Ok((len, (stat.st_dev as u64, u64::from(stat.st_ino))))
     }
@@ -218,7 +220,7 @@ impl Arena {
     pub fn attach(fd: BorrowedFd<'_>) -> Result<Arena, ArenaError> {
         let (len, identity) = system::identity(fd)?;
         if len < COUNTERS_AT {
-            return Err(ArenaError::Layout(
+            return Err(ArenaError::Invalid(
                 "the shared file is not a fastcollate arena",
             ));
         }
@@ -233,18 +235,18 @@ impl Arena {
             identity,
         };
         if arena.word(1).load(Ordering::Acquire) != MAGIC {
-            return Err(ArenaError::Layout(
+            return Err(ArenaError::Invalid(
                 "the shared file is not a fastcollate arena",
             ));
         }
         let slots = usize::try_from(arena.word(2).load(Ordering::Relaxed));
         let slot_bytes = usize::try_from(arena.word(3).load(Ordering::Relaxed));
         let (Ok(slots), Ok(slot_bytes)) = (slots, slot_bytes) else {
-            return Err(ArenaError::Layout("the arena's header is damaged"));
+            return Err(ArenaError::Invalid("the arena's header is damaged"));
         };
         let (data_at, total) = file_bytes(slots, slot_bytes)?;
         if total != len {
-            return Err(ArenaError::Layout(
+            return Err(ArenaError::Invalid(
                 "the arena's header does not match its size",
             ));
         }

@@ -52,7 +52,7 @@ mod _native {
     #[cfg(target_os = "linux")]
     #[pymodule_export]
     use super::bindings::worker_arena::{
-        mapped_arena_states, mapped_arenas, receive_arena_view, sweep_arenas, PyWorkerArena,
+        mapped_arenas, receive_arena_view, sweep_arenas, PyWorkerArena,
     };
     #[pymodule_export]
     use super::convert::pad_plan::PyPadGroup;

@@ -127,10 +127,10 @@ def _claim(nbytes: int) -> tuple[Any, int]:
     wanted = nbytes + nbytes // 4
     slot_bytes = max(slot_bytes, _LEAST_SLOT_BYTES, -(-wanted // _PAGE) * _PAGE)
     arena = _native.WorkerArena(slots, slot_bytes)
+    if newest is not None:  # no new batch goes there: the main process may unmap it
+        newest.retire()
     # Older arenas no view holds any more are dropped (their memory goes with the last
     # mapping, here or in the main process).
-    if newest is not None:
-        newest.retire()
     _arenas[:] = [old for old in _arenas
                   if any(old.holds(index) for index in range(old.slots))]
     _arenas.append(arena)

@@ -16,7 +16,7 @@ use crate::py::output::numpy_arrays::leased_array;
 fn arena_error(error: ArenaError) -> PyErr {
     match error {
         ArenaError::System { .. } => PyOSError::new_err(error.to_string()),
-        ArenaError::Layout(_) => PyValueError::new_err(error.to_string()),
+        ArenaError::Invalid(_) => PyValueError::new_err(error.to_string()),
     }
 }
 
@@ -173,12 +173,6 @@ pub fn receive_arena_view<'py>(
 #[pyfunction]
 pub fn mapped_arenas() -> usize {
     attachments().len()
-}
-
-/// For each arena mapped here: (views of it alive here, whether its worker is gone).
-#[pyfunction]
-pub fn mapped_arena_states() -> Vec<(usize, bool)> {
-    attachments().states()
 }
 
 /// Drops the arenas of workers that are gone, with no view alive here; how many.
