@@ -252,7 +252,12 @@ def open_descriptors():
 
 
 def shm_entries():
-    return len(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else 0
+    """Shared-memory segments named in /dev/shm. Not the `sem.*` entries: those are POSIX
+    semaphores the DataLoader's multiprocessing queues make and unlink at once, which a spawn
+    worker still starting or stopping may show for a moment."""
+    if not os.path.isdir("/dev/shm"):
+        return 0
+    return sum(1 for name in os.listdir("/dev/shm") if not name.startswith("sem."))
 
 
 def leftovers():
