@@ -48,12 +48,16 @@ def hands_over(call: F) -> F:
 
     @functools.wraps(call)
     def collate(*args: Any, **kwargs: Any) -> Any:
+        if not in_worker():
+            # Outside a worker (where a process stays all its life) no call hands over, at
+            # any depth: nothing to count.
+            return call(*args, **kwargs)
         _depth.calls += 1
         try:
             batch = call(*args, **kwargs)
         finally:
             _depth.calls -= 1
-        if _depth.calls == 0 and in_worker() and sharing_on():
+        if _depth.calls == 0 and sharing_on():
             return place_batch(batch)
         return batch
 
