@@ -8,8 +8,9 @@
 
 use std::fmt;
 
-use crate::core::column::{Column, Shape};
+use crate::core::column::{Column, Kind, Shape};
 use crate::core::error::CollateError;
+use crate::core::pad::{self, DType, Data, Output, Plan, Slots};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum ArrowError {
@@ -369,6 +370,24 @@ impl<'a> ArrowColumn<'a> {
         &self.key
     }
 
+    /// Whether the column holds sequences of integers of a type int64 holds (every integer
+    /// type but uint64: no value can overflow), in every chunk.
+    fn holds_int64_sequences(&self) -> bool {
+        self.shape == Shape::Sequence
+            && self.chunks.iter().all(|chunk| {
+                matches!(
+                    chunk.values,
+                    Values::I8(_)
+                        | Values::I16(_)
+                        | Values::I32(_)
+                        | Values::I64(_)
+                        | Values::U8(_)
+                        | Values::U16(_)
+                        | Values::U32(_)
+                )
+            })
+    }
+
     pub fn rows(&self) -> usize {
         self.starts.last().copied().unwrap_or(0)
     }
@@ -381,10 +400,10 @@ impl<'a> ArrowColumn<'a> {
         (chunk, row - self.starts[chunk])
     }
 
-    /// Copies rows `table_rows` (already checked against `rows()`) into a column, in order.
-    /// `indices[i]` is the dataset index of batch row i, for error messages.
-    pub fn gather(&self, table_rows: &[usize], indices: &[usize]) -> Result<Column> {
-        // First pass: find each row's values and check them for nulls, to size the column once.
+    /// Where rows `table_rows` (already checked against `rows()`) hold their values, in
+    /// order, each checked for nulls, and how many values they hold together. `indices[i]` is
+    /// the dataset index of batch row i, for error messages.
+    fn spans(&self, table_rows: &[usize], indices: &[usize]) -> Result<(Vec<Span>, usize)> {
         let mut spans = Vec::with_capacity(table_rows.len());
         let mut total = 0;
         for (row, &table_row) in table_rows.iter().enumerate() {
@@ -416,6 +435,14 @@ impl<'a> ArrowColumn<'a> {
             total += end - start;
             spans.push((c, start, end));
         }
+        Ok((spans, total))
+    }
+
+    /// Copies rows `table_rows` (already checked against `rows()`) into a column, in order.
+    /// `indices[i]` is the dataset index of batch row i, for error messages.
+    pub fn gather(&self, table_rows: &[usize], indices: &[usize]) -> Result<Column> {
+        // First find each row's values and check them for nulls, to size the column once.
+        let (spans, total) = self.spans(table_rows, indices)?;
         let is_float = self.chunks.iter().any(|c| c.values.is_float());
         let mut column = Column::with_capacity(
             self.key.clone(),
@@ -472,13 +499,125 @@ pub fn resolve_indices(indices: &[i64], rows: usize) -> Result<Vec<usize>> {
         .collect()
 }
 
-/// Gathers a batch from Arrow columns: `indices` are dataset positions, mapped through
-/// `index_map` (datasets' indices mapping after shuffle/select/filter) when there is one.
-pub fn gather_batch(
+/// A batch from Arrow columns padded by `plan`: `indices` are dataset positions, mapped
+/// through `index_map` (datasets' indices mapping after shuffle/select/filter) when there is
+/// one. The same outputs and errors as each column gathered into a `Column` and then
+/// `pad::collate` (the tests' `gather_batch`), except that a
+/// column of integer sequences whose type int64 holds (every integer type but uint64) and
+/// that is padded into an int64 output is written from its Arrow buffers straight into that
+/// output's padded buffer: one copy of each value, not a gathered column and then the padded
+/// buffer. Such a column is gathered as its rows' lengths alone; where its output is not
+/// padded int64 (a dtype the plan names, an unpadded stack), its values are gathered after
+/// all, before that output is written.
+pub fn pad_batch(
     columns: &[&ArrowColumn<'_>],
     index_map: Option<&ArrowColumn<'_>>,
     indices: &[i64],
-) -> Result<Vec<Column>> {
+    plan: &Plan,
+) -> Result<Vec<Output>> {
+    let (rows, positions) = batch_rows(columns, index_map, indices)?;
+    let mut in_place = Vec::with_capacity(columns.len());
+    let mut gathered = Vec::with_capacity(columns.len());
+    for column in columns {
+        if column.holds_int64_sequences() {
+            let (spans, _) = column.spans(&rows, &positions)?;
+            let source = InPlace { column, spans };
+            gathered.push(source.lengths_only());
+            in_place.push(Some(source));
+        } else {
+            gathered.push(column.gather(&rows, &positions)?);
+            in_place.push(None);
+        }
+    }
+    let planned = pad::plan_outputs(gathered, plan)?;
+    Ok(planned.fill_with(|index, column, output| {
+        // Outputs past the columns (a created attention mask) have no source here.
+        let Some(Some(source)) = in_place.get(index) else {
+            return Ok(None);
+        };
+        if let (DType::I64, Some(width)) = (output.dtype, output.width()) {
+            let lengths = column.lengths();
+            let written = pad::fill_in_place(
+                &output.key,
+                &lengths,
+                width,
+                output.pad_value(),
+                output.left(),
+                |row, out| source.append_row(row, out),
+            )?;
+            if let Some(values) = written {
+                return Ok(Some(Data::I64(values)));
+            }
+        }
+        source.gather_values(column);
+        Ok(None)
+    })?)
+}
+
+/// Where a batch row's values sit: (chunk, start, end) in that chunk's values.
+type Span = (usize, usize, usize);
+
+/// A column of integer sequences read where they are (see `pad_batch`): its rows' spans,
+/// checked for nulls.
+struct InPlace<'c, 'a> {
+    column: &'c ArrowColumn<'a>,
+    spans: Vec<Span>,
+}
+
+impl InPlace<'_, '_> {
+    /// The column `gather` makes of these rows, without its values: the same offsets, shape
+    /// and kind (an int column once a row holds a value).
+    fn lengths_only(&self) -> Column {
+        let mut column = Column::with_capacity(self.column.key.clone(), self.spans.len(), 0);
+        let mut end = 0;
+        for &(_, start, stop) in &self.spans {
+            end += stop - start;
+            column.offsets.push(end);
+        }
+        if !self.spans.is_empty() {
+            column.shape = Some(Shape::Sequence);
+        }
+        if end > 0 {
+            column.kind = Some(Kind::Int);
+        }
+        column
+    }
+
+    /// Row `row`'s values appended to `out`, widened to int64; false for a type this reader
+    /// does not take (none: `holds_int64_sequences` checked them).
+    fn append_row(&self, row: usize, out: &mut Slots<'_, i64>) -> bool {
+        let Some(&(chunk, start, end)) = self.spans.get(row) else {
+            return false;
+        };
+        match self.column.chunks[chunk].values {
+            Values::I8(v) => out.extend_mapped(&v[start..end], i64::from),
+            Values::I16(v) => out.extend_mapped(&v[start..end], i64::from),
+            Values::I32(v) => out.extend_mapped(&v[start..end], i64::from),
+            Values::I64(v) => out.extend_from_slice(&v[start..end]),
+            Values::U8(v) => out.extend_mapped(&v[start..end], i64::from),
+            Values::U16(v) => out.extend_mapped(&v[start..end], i64::from),
+            Values::U32(v) => out.extend_mapped(&v[start..end], i64::from),
+            _ => return false,
+        }
+        true
+    }
+
+    /// The values `lengths_only` left out, put into `column` as `gather` puts them.
+    fn gather_values(&self, column: &mut Column) {
+        for &(chunk, start, end) in &self.spans {
+            // Never an error: no uint64 here (`holds_int64_sequences`).
+            let _ = self.column.chunks[chunk].values.append(column, start, end);
+        }
+    }
+}
+
+/// The table rows of dataset positions `indices` (through `index_map` when there is one),
+/// and the positions themselves, checked.
+fn batch_rows(
+    columns: &[&ArrowColumn<'_>],
+    index_map: Option<&ArrowColumn<'_>>,
+    indices: &[i64],
+) -> Result<(Vec<usize>, Vec<usize>)> {
     let table_rows = columns.first().map(|c| c.rows()).unwrap_or(0);
     if let Some(column) = columns.iter().find(|c| c.rows() != table_rows) {
         return Err(ArrowError::Invalid {
@@ -509,16 +648,15 @@ pub fn gather_batch(
             })
             .collect::<Result<Vec<_>>>()?,
     };
-    columns
-        .iter()
-        .map(|column| column.gather(&rows, &positions))
-        .collect()
+    Ok((rows, positions))
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use super::*;
-    use crate::core::column::Kind;
+    use crate::core::pad::{Follower, PadGroup, Strategy};
 
     fn list_chunk<'a>(offsets: &'a [i32], values: Values<'a>) -> Chunk<'a> {
         Chunk::new(
@@ -731,6 +869,185 @@ mod tests {
         assert!(f16_to_f64(0x7e00).is_nan());
         assert_eq!(f16_to_f64(0x8000), 0.0);
         assert!(f16_to_f64(0x8000).is_sign_negative());
+    }
+
+    /// The plain route `pad_batch` must equal: every column gathered, then padded.
+    fn gather_batch(
+        columns: &[&ArrowColumn<'_>],
+        index_map: Option<&ArrowColumn<'_>>,
+        indices: &[i64],
+    ) -> Result<Vec<Column>> {
+        let (rows, positions) = batch_rows(columns, index_map, indices)?;
+        columns
+            .iter()
+            .map(|column| column.gather(&rows, &positions))
+            .collect()
+    }
+
+    fn gathered_then_padded(
+        columns: &[&ArrowColumn<'_>],
+        index_map: Option<&ArrowColumn<'_>>,
+        indices: &[i64],
+        plan: &Plan,
+    ) -> Result<Vec<Output>> {
+        let gathered = gather_batch(columns, index_map, indices)?;
+        Ok(pad::collate(gathered, plan)?)
+    }
+
+    fn pad_plan(strategy: Strategy, left: bool, mask: bool) -> Plan {
+        Plan {
+            groups: vec![PadGroup {
+                lead: "input_ids".into(),
+                lead_pad_value: 9,
+                strategy,
+                pad_to_multiple_of: None,
+                left,
+                followers: vec![Follower {
+                    key: "token_type_ids".into(),
+                    pad_value: 7,
+                    same_length_as_lead: true,
+                }],
+                attention_mask: mask.then(|| "attention_mask".into()),
+                integer_lead: true,
+            }],
+            float_dtype: DType::F32,
+            allow_ragged: false,
+            dtypes: HashMap::new(),
+        }
+    }
+
+    #[test]
+    fn padding_in_place_gives_what_gathering_then_padding_gives() {
+        // Every integer type int64 holds, across chunks; empty rows; a scalar label; an
+        // indices mapping.
+        let ids_a = [1i32, 2, 3, 4, 5];
+        let ids_b = [-6i8, 7];
+        let types_a = [0u8, 1, 0, 1, 1];
+        let types_b = [65_535u16, 0];
+        let labels = [1u32, 0, 4_000_000_000, 2];
+        let ids = ArrowColumn::new(
+            "input_ids",
+            vec![
+                list_chunk(&[0, 2, 2, 5], Values::I32(&ids_a)),
+                Chunk::new(
+                    "input_ids",
+                    1,
+                    Some(Offsets::I64(&[0, 2])),
+                    Values::I8(&ids_b),
+                    None,
+                    None,
+                )
+                .unwrap(),
+            ],
+        )
+        .unwrap();
+        let types = ArrowColumn::new(
+            "token_type_ids",
+            vec![
+                list_chunk(&[0, 2, 2, 5], Values::U8(&types_a)),
+                Chunk::new(
+                    "token_type_ids",
+                    1,
+                    Some(Offsets::I64(&[0, 2])),
+                    Values::U16(&types_b),
+                    None,
+                    None,
+                )
+                .unwrap(),
+            ],
+        )
+        .unwrap();
+        let label = ArrowColumn::new(
+            "label",
+            vec![Chunk::new("label", 4, None, Values::U32(&labels), None, None).unwrap()],
+        )
+        .unwrap();
+        let map_values = [3i64, 0, 1, 2];
+        let map = ArrowColumn::new(
+            "indices",
+            vec![Chunk::new("indices", 4, None, Values::I64(&map_values), None, None).unwrap()],
+        )
+        .unwrap();
+        let columns = [&ids, &types, &label];
+        let mut float_types = pad_plan(Strategy::Longest, false, true);
+        float_types
+            .dtypes
+            .insert("token_type_ids".into(), DType::F32);
+        let plans = [
+            pad_plan(Strategy::Longest, false, true),
+            pad_plan(Strategy::Longest, true, false),
+            pad_plan(Strategy::MaxLength(6), true, true),
+            pad_plan(Strategy::MaxLength(2), false, true), // a row too long
+            pad_plan(Strategy::DoNotPad, false, true),     // ragged: an error
+            float_types,
+        ];
+        let batches: [&[i64]; 5] = [&[0, 1, 2, 3], &[3, 1], &[1], &[2, 2, -1], &[0, 3]];
+        for plan in &plans {
+            for indices in batches {
+                for index_map in [None, Some(&map)] {
+                    assert_eq!(
+                        pad_batch(&columns, index_map, indices, plan),
+                        gathered_then_padded(&columns, index_map, indices, plan),
+                        "{plan:?} {indices:?}"
+                    );
+                }
+            }
+        }
+        // Rows of one length, stacked without padding (an output that is not padded int64:
+        // its values are gathered after all).
+        let mut unpadded = pad_plan(Strategy::DoNotPad, false, true);
+        unpadded.allow_ragged = true;
+        for indices in [&[0i64, 2][..], &[1, 1], &[0, 1, 2, 3]] {
+            assert_eq!(
+                pad_batch(&columns, None, indices, &unpadded),
+                gathered_then_padded(&columns, None, indices, &unpadded)
+            );
+        }
+        let padded = pad_batch(&columns, None, &[0, 1], &plans[0]).unwrap();
+        assert_eq!(padded[0].data, Data::I64(vec![1, 2, 9, 9]));
+    }
+
+    #[test]
+    fn padding_in_place_reports_nulls_and_overflow_as_gathering_does() {
+        let ids = [1i64, 2, 3];
+        let big = [1u64, u64::MAX];
+        let row_bits = [0b101u8];
+        let with_null_row = ArrowColumn::new(
+            "input_ids",
+            vec![Chunk::new(
+                "input_ids",
+                3,
+                Some(Offsets::I32(&[0, 1, 2, 3])),
+                Values::I64(&ids),
+                Some(Bitmap {
+                    bits: &row_bits,
+                    offset: 0,
+                }),
+                None,
+            )
+            .unwrap()],
+        )
+        .unwrap();
+        let wide = ArrowColumn::new(
+            "token_type_ids",
+            vec![list_chunk(&[0, 1, 2, 2], Values::U64(&big))],
+        )
+        .unwrap();
+        let plan = pad_plan(Strategy::Longest, false, true);
+        for indices in [&[0i64, 2][..], &[1], &[2, 0]] {
+            assert_eq!(
+                pad_batch(&[&with_null_row, &wide], None, indices, &plan),
+                gathered_then_padded(&[&with_null_row, &wide], None, indices, &plan)
+            );
+        }
+        assert!(matches!(
+            pad_batch(&[&with_null_row], None, &[1], &plan),
+            Err(ArrowError::Null {
+                row: 0,
+                index: 1,
+                ..
+            })
+        ));
     }
 
     #[test]

@@ -707,12 +707,44 @@ pub struct Planned {
     pub outputs: Vec<PlannedOutput>,
 }
 
+impl PlannedOutput {
+    /// The padded row length, or None where the values are taken as they are.
+    pub fn width(&self) -> Option<usize> {
+        self.width
+    }
+
+    /// The value padded rows are filled with.
+    pub fn pad_value(&self) -> i64 {
+        self.pad_value
+    }
+
+    /// Whether padding goes before the values.
+    pub fn left(&self) -> bool {
+        self.left
+    }
+}
+
 impl Planned {
     /// Writes each output's values into a fresh vector.
     pub fn fill(self) -> Result<Vec<Output>> {
+        self.fill_with(|_, _, _| Ok(None))
+    }
+
+    /// `fill`, with a say for the caller: `write(index, column, output)` may write output
+    /// `index` itself (`Some`: its data, laid out as `output` says) or leave it to `fill`
+    /// (`None`), having first made `column` whole if it held only its rows' lengths (see
+    /// `arrow::pad_batch`).
+    pub fn fill_with(
+        self,
+        mut write: impl FnMut(usize, &mut Column, &PlannedOutput) -> Result<Option<Data>>,
+    ) -> Result<Vec<Output>> {
         let mut outputs = Vec::with_capacity(self.outputs.len());
-        for (column, planned) in self.columns.iter().zip(self.outputs) {
-            let data = materialize(column, &planned)?;
+        let pairs = self.columns.into_iter().zip(self.outputs);
+        for (index, (mut column, planned)) in pairs.enumerate() {
+            let data = match write(index, &mut column, &planned)? {
+                Some(data) => data,
+                None => materialize(&column, &planned)?,
+            };
             outputs.push(Output {
                 key: planned.key,
                 data,

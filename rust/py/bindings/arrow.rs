@@ -12,9 +12,9 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::core::arrow::{self, ArrowColumn, ArrowError, Bitmap, Chunk, Offsets, Values};
+use crate::core::arrow::{self, ArrowColumn, Bitmap, Chunk, Offsets, Values};
 use crate::core::error::CollateError;
-use crate::core::pad::{self, Output, Plan};
+use crate::core::pad::{Output, Plan};
 
 use crate::py::bindings::collate::{output_converter, PyCollatePlan};
 use crate::py::convert::pad_plan::{build_plan, PyPadGroup};
@@ -295,10 +295,7 @@ fn gathered_and_padded(
     plan: &Plan,
 ) -> PyResult<Vec<Output>> {
     let index_map = index_map.map(|m| m.get().column());
-    Ok(py.detach(|| {
-        let gathered = arrow::gather_batch(columns, index_map, indices)?;
-        pad::collate(gathered, plan).map_err(ArrowError::from)
-    })?)
+    Ok(py.detach(|| arrow::pad_batch(columns, index_map, indices, plan))?)
 }
 
 /// The outputs, handed out by `hand`, in a dict under their keys: column order, then a
