@@ -4,7 +4,9 @@
 //! buffer) or a primitive array (one value per row), with optional validity bitmaps. A batch
 //! names rows of the whole column; [`ArrowColumn::gather`] finds each row's chunk, checks it for
 //! nulls and copies its values into a [`Column`], the same column the Python-row reader builds,
-//! so `pad::collate` gives the same output either way.
+//! so `pad::collate` gives the same output either way. [`pad_batch`] pads a batch that way,
+//! except that integer sequences padded into int64 skip the column: their values are written
+//! from the Arrow buffers straight into the padded buffer.
 
 use std::fmt;
 
@@ -157,6 +159,36 @@ impl Values<'_> {
 
     fn is_float(&self) -> bool {
         matches!(self, Values::F16(_) | Values::F32(_) | Values::F64(_))
+    }
+
+    /// Whether every value of this type fits in int64 (every integer type but uint64).
+    fn fits_int64(&self) -> bool {
+        matches!(
+            self,
+            Values::I8(_)
+                | Values::I16(_)
+                | Values::I32(_)
+                | Values::I64(_)
+                | Values::U8(_)
+                | Values::U16(_)
+                | Values::U32(_)
+        )
+    }
+
+    /// Appends values `start..end` to `out`, widened to int64; false (nothing written) for a
+    /// type that is not `fits_int64`.
+    fn append_int64(&self, start: usize, end: usize, out: &mut Slots<'_, i64>) -> bool {
+        match self {
+            Values::I8(v) => out.extend_mapped(&v[start..end], i64::from),
+            Values::I16(v) => out.extend_mapped(&v[start..end], i64::from),
+            Values::I32(v) => out.extend_mapped(&v[start..end], i64::from),
+            Values::I64(v) => out.extend_from_slice(&v[start..end]),
+            Values::U8(v) => out.extend_mapped(&v[start..end], i64::from),
+            Values::U16(v) => out.extend_mapped(&v[start..end], i64::from),
+            Values::U32(v) => out.extend_mapped(&v[start..end], i64::from),
+            _ => return false,
+        }
+        true
     }
 
     /// Appends values `start..end` to `column`. Only u64 can fail (values above i64::MAX).
@@ -373,19 +405,7 @@ impl<'a> ArrowColumn<'a> {
     /// Whether the column holds sequences of integers of a type int64 holds (every integer
     /// type but uint64: no value can overflow), in every chunk.
     fn holds_int64_sequences(&self) -> bool {
-        self.shape == Shape::Sequence
-            && self.chunks.iter().all(|chunk| {
-                matches!(
-                    chunk.values,
-                    Values::I8(_)
-                        | Values::I16(_)
-                        | Values::I32(_)
-                        | Values::I64(_)
-                        | Values::U8(_)
-                        | Values::U16(_)
-                        | Values::U32(_)
-                )
-            })
+        self.shape == Shape::Sequence && self.chunks.iter().all(|chunk| chunk.values.fits_int64())
     }
 
     pub fn rows(&self) -> usize {
@@ -583,23 +603,13 @@ impl InPlace<'_, '_> {
         column
     }
 
-    /// Row `row`'s values appended to `out`, widened to int64; false for a type this reader
-    /// does not take (none: `holds_int64_sequences` checked them).
+    /// Row `row`'s values appended to `out`, widened to int64 (`Values::append_int64`).
     fn append_row(&self, row: usize, out: &mut Slots<'_, i64>) -> bool {
-        let Some(&(chunk, start, end)) = self.spans.get(row) else {
-            return false;
-        };
-        match self.column.chunks[chunk].values {
-            Values::I8(v) => out.extend_mapped(&v[start..end], i64::from),
-            Values::I16(v) => out.extend_mapped(&v[start..end], i64::from),
-            Values::I32(v) => out.extend_mapped(&v[start..end], i64::from),
-            Values::I64(v) => out.extend_from_slice(&v[start..end]),
-            Values::U8(v) => out.extend_mapped(&v[start..end], i64::from),
-            Values::U16(v) => out.extend_mapped(&v[start..end], i64::from),
-            Values::U32(v) => out.extend_mapped(&v[start..end], i64::from),
-            _ => return false,
-        }
-        true
+        self.spans.get(row).is_some_and(|&(chunk, start, end)| {
+            self.column.chunks[chunk]
+                .values
+                .append_int64(start, end, out)
+        })
     }
 
     /// The values `lengths_only` left out, put into `column` as `gather` puts them.
@@ -929,15 +939,7 @@ mod tests {
             "input_ids",
             vec![
                 list_chunk(&[0, 2, 2, 5], Values::I32(&ids_a)),
-                Chunk::new(
-                    "input_ids",
-                    1,
-                    Some(Offsets::I64(&[0, 2])),
-                    Values::I8(&ids_b),
-                    None,
-                    None,
-                )
-                .unwrap(),
+                list_chunk(&[0, 2], Values::I8(&ids_b)),
             ],
         )
         .unwrap();
@@ -945,15 +947,7 @@ mod tests {
             "token_type_ids",
             vec![
                 list_chunk(&[0, 2, 2, 5], Values::U8(&types_a)),
-                Chunk::new(
-                    "token_type_ids",
-                    1,
-                    Some(Offsets::I64(&[0, 2])),
-                    Values::U16(&types_b),
-                    None,
-                    None,
-                )
-                .unwrap(),
+                list_chunk(&[0, 2], Values::U16(&types_b)),
             ],
         )
         .unwrap();
