@@ -315,22 +315,33 @@ def floor_table() -> str:
         return f"{ms * 1e3:.1f} µs" if ms < 1 else milliseconds(ms)
 
     lines = [
-        "| rows | batch | fastcollate | floor | fastcollate / floor |",
-        "|---|---|---|---|---|",
+        "| rows | batch | fastcollate | floor | fastcollate / floor | floor through torch "
+        "| fastcollate / that |",
+        "|---|---|---|---|---|---|---|",
     ]
     for fmt, words in FORMAT_NAMES.items():
         for size in sizes:
             r = by_key.get((fmt, size))
             if r is None:
                 continue
-            floor = r["floor"]
+            floor, torch_floor = r["floor"], r.get("torch_floor")
+            through_torch = (
+                "- | -"
+                if torch_floor is None
+                else f"{time(torch_floor['ms_per_batch'])} | "
+                f"{torch_floor['fastcollate_over_floor']:.2f}×"
+            )
             lines.append(
                 f"| {words} | {size} | {time(r['ms_per_batch']['fastcollate'])} | "
-                f"{time(floor['ms_per_batch'])} | {floor['fastcollate_over_floor']:.2f}× |"
+                f"{time(floor['ms_per_batch'])} | {floor['fastcollate_over_floor']:.2f}× | "
+                f"{through_torch} |"
             )
-    floor_basis = record["settings"]["basis"]["floor"]["description"]
+    basis = record["settings"]["basis"]
+    floor_basis = basis["floor"]["description"]
+    torch_basis = basis.get("torch_floor", {}).get("description")
     caption = (
         f"The floor is {floor_basis}. "
+        + (f"For torch rows, the floor through torch is {torch_basis}. " if torch_basis else "")
         + basis_sentence(record)
         + " "
         + describe(record, name)

@@ -42,6 +42,60 @@ def test_the_floor_gives_fastcollates_output(bert_tokenizer, fmt, batch_size):
             assert np.array_equal(value, ours[key].numpy()), key
 
 
+@pytest.mark.parametrize("batch_size", [1, 3, 17])
+def test_the_floor_through_torch_gives_fastcollates_output(bert_tokenizer, batch_size):
+    import torch
+
+    rows = workload.as_format(
+        workload.classification_rows(np.random.default_rng(batch_size), 2 * batch_size), "torch"
+    )
+    batches = [rows[:batch_size], rows[batch_size:]]
+    floor = Floor(with_padding_keys(bert_tokenizer), batches, through_torch=True)
+    # Handed the tensors themselves, not numpy views of them.
+    assert all(type(row["input_ids"]) is torch.Tensor for batch in floor.batches for row in batch)
+    collator = fastcollate.DataCollatorWithPadding(bert_tokenizer)
+    for index, batch in enumerate(batches):
+        assert floor.difference(index, collator(batch)) is None
+
+
+@given(
+    rows=st.lists(
+        st.lists(st.integers(-(2**31), 2**31 - 1), max_size=12), min_size=1, max_size=6
+    ),
+    dtype=st.sampled_from(["int64", "int32", "int16", "uint8"]),
+)
+def test_the_floor_reads_every_integer_tensor_dtype(rows, dtype):
+    import torch
+
+    torch_dtype = getattr(torch, dtype)
+    info = torch.iinfo(torch_dtype)
+    rows = [[min(max(v, info.min), info.max) for v in r] for r in rows]
+    longest = max(len(r) for r in rows)
+    floor = PadFloor(["ids"], [-1], None, len(rows), longest)
+    floor.pad([{"ids": torch.tensor(r, dtype=torch_dtype)} for r in rows])
+    assert np.array_equal(floor.outputs()["ids"], padded(rows, -1))
+
+
+def test_the_floor_refuses_a_tensor_no_sound_reader_reads_in_place():
+    import torch
+
+    class Subclass(torch.Tensor):
+        pass
+
+    floor = PadFloor(["ids"], [0], None, 2, 4)
+    negated = torch._neg_view(torch.arange(3))
+    for value in [
+        negated,
+        torch.arange(3).as_subclass(Subclass),
+        torch.arange(3).float(),
+        torch.ones(1, 2, dtype=torch.int64),
+        torch.tensor(3),
+    ]:
+        with pytest.raises(ValueError, match="only when it is an exact, unnegated 1-d integer"):
+            floor.pad([{"ids": [1, 2]}, {"ids": value}])
+    assert negated.is_neg()  # the row is left as it was
+
+
 def test_the_floor_reads_tensors_through_views_of_their_memory():
     import torch
 
@@ -169,15 +223,30 @@ def test_the_floor_is_reported_beside_fastcollate(tmp_path, capsys):
             assert "floor" not in r["ms_per_batch"]  # not a method, nor a baseline
         else:
             assert floor is None
+        torch_floor = r["torch_floor"]
+        if r["case"] == "DataCollatorWithPadding" and r["format"] == "torch":
+            ratio = r["ms_per_batch"]["fastcollate"] / torch_floor["ms_per_batch"]
+            assert torch_floor["fastcollate_over_floor"] == pytest.approx(ratio)
+            assert "floor through torch" not in r["ms_per_batch"]
+        else:
+            assert torch_floor is None
+    assert "is_neg()" in record["settings"]["basis"]["torch_floor"]["description"]
+    assert "floor through torch" in out
 
 
 def test_the_floor_table_shows_a_dash_where_a_ratio_is_missing():
     seconds = {"transformers": 1e-3, "fastcollate": 2e-5}
     results = [
         timing.Result("DataCollatorWithPadding", "numpy", 8, seconds, floor_seconds=1e-5),
+        timing.Result("DataCollatorWithPadding", "torch", 8, seconds, floor_seconds=1e-5,
+                      torch_floor_seconds=1.6e-5),
         timing.Result("DataCollatorForSeq2Seq", "numpy", 8, dict(seconds)),
     ]
     table = report.floor_table(results)
-    assert "2.00x" in table and "ForSeq2Seq" in table
-    assert report.floor_table(results[1:]) == ""
-    assert results[0].vs_floor == pytest.approx(2.0) and results[1].vs_floor is None
+    assert "2.00x" in table and "1.25x" in table and "ForSeq2Seq" in table
+    numpy_line = next(line for line in table.splitlines() if line.startswith("numpy"))
+    assert numpy_line.split()[-2:] == ["-", "-"]  # no floor through torch for numpy rows
+    assert report.floor_table(results[2:]) == ""
+    assert results[0].vs_floor == pytest.approx(2.0) and results[2].vs_floor is None
+    assert results[0].vs_torch_floor is None
+    assert results[1].vs_torch_floor == pytest.approx(1.25)

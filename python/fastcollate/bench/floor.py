@@ -6,9 +6,11 @@ of every padded key once and writes it, right-padded to the batch's longest row,
 buffers allocated before anything is timed and reused by every call, and reads each label
 once. Python lists are read int by int as fastcollate's reader reads them (an exact list of
 exact ints); a numpy row is copied with one `memcpy`; a torch row through a numpy view of the
-tensor taken before timing (torch's API per tensor is left out). Left out, as no floor can
-avoid them and every call of fastcollate pays them: allocating the outputs and handing them to
-torch, parsing options, checking the tokenizer. Before anything is timed its output is checked
+tensor taken before timing, torch's API per tensor left out. Beside it for torch rows, the floor
+through torch's API is handed the tensors themselves and asks torch what a sound reader must
+(`TORCH_FLOOR_BASIS`). Left out, as no floor can avoid them and every call of fastcollate pays
+them: allocating the outputs and handing them to torch, parsing options, checking the
+tokenizer. Before anything is timed its output is checked
 equal to fastcollate's on every batch, key by key, so the floor cannot measure less work than
 the call does.
 """
@@ -31,6 +33,13 @@ FLOOR_BASIS = (
     "a numpy row copied with one memcpy, a torch row copied through a numpy view of the tensor "
     "taken before timing), timed in the same run, interleaved with the others. Left out: "
     "allocating the outputs and handing them to torch, torch's API per tensor, parsing options"
+)
+# What the report and the JSON record say the floor through torch's API is (torch rows only).
+TORCH_FLOOR_BASIS = (
+    "the same floor handed the torch rows themselves, paying what any reader that vouches for a "
+    "tensor's memory must ask torch: whether a torch function mode is on (once a batch), then "
+    "for each tensor its is_neg() through torch's own C method and one description of its "
+    "memory through torch's DLPack exchange table, before its values are copied"
 )
 
 
@@ -56,13 +65,18 @@ def with_padding_keys(tokenizer: Any) -> FloorKeys:
     )
 
 
-def floor_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def floor_rows(rows: list[dict[str, Any]], *, through_torch: bool = False) -> list[dict[str, Any]]:
     """The rows as the floor is handed them: tensors as numpy views of the same memory (taken
-    here, before timing), every other value as it is."""
+    here, before timing), or as they are `through_torch` (the sound route's floor: the floor
+    then asks torch what any reader that vouches for a tensor's memory must); every other value
+    as it is."""
     import torch
 
     return [
-        {k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in row.items()}
+        {
+            k: v.numpy() if isinstance(v, torch.Tensor) and not through_torch else v
+            for k, v in row.items()
+        }
         for row in rows
     ]
 
@@ -72,9 +86,11 @@ class Floor:
     its buffers, sized for the pool's largest batch and longest row before anything is
     timed."""
 
-    def __init__(self, keys: FloorKeys, batches: list[list[dict[str, Any]]]):
+    def __init__(
+        self, keys: FloorKeys, batches: list[list[dict[str, Any]]], *, through_torch: bool = False
+    ):
         self.keys = keys
-        self.batches = [floor_rows(batch) for batch in batches]
+        self.batches = [floor_rows(batch, through_torch=through_torch) for batch in batches]
         longest = max(
             (len(row[key]) for batch in self.batches for row in batch for key in keys.padded),
             default=0,

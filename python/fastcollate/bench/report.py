@@ -17,7 +17,7 @@ import numpy as np
 import fastcollate
 
 from .cases import short_name
-from .floor import FLOOR_BASIS
+from .floor import FLOOR_BASIS, TORCH_FLOOR_BASIS
 from .timing import CACHED_BATCHES, POOL_ROWS, Result
 from .workload import FORMATS, SEED
 
@@ -209,7 +209,10 @@ def _aligned(headers: list[str], blocks: list[tuple[str, list[list[str]]]]) -> l
     return out
 
 
-FLOOR_HEADERS = ["rows", "batch", "fastcollate", "floor", "fastcollate / floor"]
+FLOOR_HEADERS = [
+    "rows", "batch", "fastcollate", "floor", "fastcollate / floor", "floor through torch",
+    "fastcollate / that",
+]  # fmt: skip
 
 
 def floor_table(results: list[Result]) -> str:
@@ -231,13 +234,18 @@ def floor_table(results: list[Result]) -> str:
                 milliseconds(r.seconds["fastcollate"]),
                 milliseconds(r.floor_seconds),
                 "-" if r.vs_floor is None else f"{r.vs_floor:.2f}x",
+                "-" if r.torch_floor_seconds is None else milliseconds(r.torch_floor_seconds),
+                "-" if r.vs_torch_floor is None else f"{r.vs_torch_floor:.2f}x",
             ]
             for r in results
             if r.case == case
         ]
         blocks.append((short_name(case), lines))
     out = [
-        _wrap(f"How far from the limit, ms per batch. The floor is {FLOOR_BASIS}."),
+        _wrap(
+            f"How far from the limit, ms per batch. The floor is {FLOOR_BASIS}. For torch rows, "
+            f"the floor through torch is {TORCH_FLOOR_BASIS}."
+        ),
         *_aligned(FLOOR_HEADERS, blocks),
     ]
     without = [short_name(c) for c in cases if c not in with_floor]
@@ -285,6 +293,7 @@ def load_warnings(
         for r in results
         if any(r.spread.get(m, 0.0) > margin for m in ("transformers", "fastcollate"))
         or (r.floor_spread or 0.0) > margin
+        or (r.torch_floor_spread or 0.0) > margin
     ]
     if noisy:
         shown = ", ".join(noisy[:4]) + (f" and {len(noisy) - 4} more" if len(noisy) > 4 else "")
@@ -345,6 +354,7 @@ def as_json(
                 "fresh": {"pool_rows": pool_rows, "description": FRESH_BASIS},
                 "cached": {"batches": CACHED_BATCHES, "description": CACHED_BASIS},
                 "floor": {"description": FLOOR_BASIS},
+                "torch_floor": {"description": TORCH_FLOOR_BASIS},
             },
         },
         "results": [r.as_dict() for r in results],

@@ -40,8 +40,10 @@ DEFAULT_BATCH_SIZES = (8, 32, 128, 512)
 POOL_ROWS = 12_800
 # The cached basis: this many batches, reused in turn (so no single batch's shape decides it).
 CACHED_BATCHES = 4
-# The floor's name among the methods timed on the fresh basis (taken out of `Result.seconds`).
+# The floors' names among the methods timed on the fresh basis (taken out of `Result.seconds`):
+# the floor, and for torch rows the floor through torch's API (see bench/floor.py).
 FLOOR = "floor"
+TORCH_FLOOR = "floor through torch"
 
 
 @dataclass
@@ -63,6 +65,9 @@ class Result:
     # The floor's seconds per batch on the fresh basis, and its spread (None: no floor defined).
     floor_seconds: float | None = None
     floor_spread: float | None = None
+    # The same for the floor through torch's API (torch rows only; None elsewhere).
+    torch_floor_seconds: float | None = None
+    torch_floor_spread: float | None = None
 
     @property
     def vs_transformers(self) -> float:
@@ -79,6 +84,13 @@ class Result:
         if self.floor_seconds is None:
             return None
         return self.seconds["fastcollate"] / self.floor_seconds
+
+    @property
+    def vs_torch_floor(self) -> float | None:
+        """fastcollate's time over the floor through torch's API (torch rows only)."""
+        if self.torch_floor_seconds is None:
+            return None
+        return self.seconds["fastcollate"] / self.torch_floor_seconds
 
     @property
     def best_baseline(self) -> float | None:
@@ -115,6 +127,13 @@ class Result:
                 "ms_per_batch": self.floor_seconds * 1e3,
                 "fastcollate_over_floor": self.vs_floor,
                 "spread": self.floor_spread,
+            },
+            "torch_floor": None
+            if self.torch_floor_seconds is None
+            else {
+                "ms_per_batch": self.torch_floor_seconds * 1e3,
+                "fastcollate_over_floor": self.vs_torch_floor,
+                "spread": self.torch_floor_spread,
             },
         }
 
@@ -302,6 +321,9 @@ def _run_case(
             ]
             label = f"{case.name} [{fmt}, batch {batch_size}]"
             floor = None if case.floor is None else Floor(case.floor(tokenizer), batches)
+            floors = {} if floor is None else {FLOOR: floor}
+            if floor is not None and fmt == "torch":
+                floors[TORCH_FLOOR] = Floor(floor.keys, batches, through_torch=True)
             for index, batch in enumerate(batches):
                 expected = _call(methods["transformers"], batch, case.seeded)
                 for name, collate in methods.items():
@@ -314,26 +336,27 @@ def _run_case(
                             raise BenchError(f"{label} {name}: {problem}")
                     else:
                         check_same(f"{label} {name}", ours, expected)
-                    if name == "fastcollate" and floor is not None:
-                        problem = floor.difference(index, ours)
-                        if problem is not None:
-                            raise BenchError(f"{label} floor: {problem}")
+                    if name == "fastcollate":
+                        for floor_name, each in floors.items():
+                            problem = each.difference(index, ours)
+                            if problem is not None:
+                                raise BenchError(f"{label} {floor_name}: {problem}")
             fresh = dict(methods)
-            if floor is not None:
-                fresh[FLOOR] = floor.pad
+            fresh.update({name: each.pad for name, each in floors.items()})
             seconds, spread = time_methods_fresh(
                 fresh,
                 batches,
                 repeat,
                 min_seconds,
-                pools=None if floor is None else {FLOOR: floor.batches},
+                pools={name: each.batches for name, each in floors.items()},
             )
             floor_seconds, floor_spread = seconds.pop(FLOOR, None), spread.pop(FLOOR, None)
+            torch_floor = seconds.pop(TORCH_FLOOR, None), spread.pop(TORCH_FLOOR, None)
             cached, _ = time_methods(methods, batches[:CACHED_BATCHES], repeat, min_seconds)
             checked = "equal" if case.check is None else case.partial_check
             result = Result(
                 case.name, fmt, batch_size, seconds, spread, checked, cached, len(batches),
-                floor_seconds, floor_spread,
+                floor_seconds, floor_spread, *torch_floor,
             )  # fmt: skip
             results.append(result)
             if progress:

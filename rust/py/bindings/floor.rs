@@ -4,8 +4,12 @@
 //! int64 buffers allocated when the floor is made (before anything is timed) and reused by
 //! every call; each label is read once. A list is read item by item as the reader reads one
 //! (`convert::ints`: an exact list of exact ints), a 1-d int64 numpy array is copied with one
-//! `copy_from_slice` (a `memcpy`). No output is allocated or handed out, no option is parsed:
-//! right padding to the longest row, int64, and nothing else.
+//! `copy_from_slice` (a `memcpy`). A torch tensor (handed to the floor only as the sound
+//! route's floor, see `bench/floor.py`) pays what any reader that vouches for a tensor's memory
+//! must: torch function modes turned off for the batch, then per tensor its `is_neg()` through
+//! `TensorBase`'s own method and one DLPack description (`tensor_ints`), before its values are
+//! copied. No output is allocated or handed out, no option is parsed: right padding to the
+//! longest row, int64, and nothing else.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
@@ -14,9 +18,11 @@ use numpy::PyUntypedArray;
 
 use crate::core::error::CollateError;
 use crate::core::sizes;
-use crate::py::convert::array_values::with_values;
+use crate::py::convert::array_values::{with_values, IntElement, IntValuesVisitor};
 use crate::py::convert::ints::write_exact_ints;
 use crate::py::convert::reader::{classify, ValueKind};
+use crate::py::convert::tensor_ints::{self, TensorInts};
+use crate::py::convert::torch::{modes_off, tensor_length};
 use crate::py::output::numpy_arrays::{matrix, vector};
 
 /// Padded keys and their pad values, an optional label, and one reused int64 buffer per padded
@@ -63,6 +69,24 @@ fn buffer(key: &str, shape: &[usize]) -> PyResult<Vec<i64>> {
         })?;
     values.resize(elements, 0);
     Ok(values)
+}
+
+/// Copies a tensor's values into a row of the same length (false: another length).
+struct CopyInto<'a> {
+    out: &'a mut [i64],
+}
+
+impl IntValuesVisitor for CopyInto<'_> {
+    type Output = bool;
+    fn visit<T: IntElement>(self, values: &[T]) -> bool {
+        if values.len() != self.out.len() {
+            return false;
+        }
+        for (slot, &value) in self.out.iter_mut().zip(values) {
+            *slot = value.wrapping_i64();
+        }
+        true
+    }
 }
 
 #[pymethods]
@@ -123,6 +147,8 @@ impl PyPadFloor {
                 self.max_rows
             )));
         }
+        // As every read of rows: no torch function mode runs while tensors are asked and read.
+        let _modes_off = modes_off(py)?;
         let keys: Vec<&Bound<'_, PyString>> = self.keys.iter().map(|key| key.bind(py)).collect();
         let mut values: Vec<(Bound<'_, PyAny>, ValueKind)> = Vec::new();
         values
@@ -147,14 +173,16 @@ impl PyPadFloor {
                 // What the value is, as the one reader decides it (`reader::classify`).
                 let kind = classify(&value);
                 let length = match kind {
-                    ValueKind::List(length) | ValueKind::Array(length) => length,
-                    _ => {
-                        return Err(invalid(format!(
-                            "the floor reads '{name}' in row {index} as a list of ints or a \
-                             1-d int64 numpy array, not a {}",
-                            type_name(&value)
-                        )))
-                    }
+                    ValueKind::List(length) | ValueKind::Array(length) => Some(length),
+                    ValueKind::Tensor => tensor_length(&value),
+                    _ => None,
+                };
+                let Some(length) = length else {
+                    return Err(invalid(format!(
+                        "the floor reads '{name}' in row {index} as a list of ints, a 1-d \
+                         int64 numpy array or a 1-d integer tensor, not a {}",
+                        type_name(&value)
+                    )));
                 };
                 longest = longest.max(length);
                 values.push((value, kind));
@@ -180,21 +208,59 @@ impl PyPadFloor {
                 self.max_length
             )));
         }
-        // No Python code runs from here on: the lists and arrays stay as they were read.
+        // The tensors' Python-level answers (each exact and not negated), then their views,
+        // as the sound route takes them (`collate_rows::members_rows`).
+        let unreadable = || {
+            invalid(
+                "the floor reads a tensor only when it is an exact, unnegated 1-d integer \
+                     CPU tensor"
+                    .into(),
+            )
+        };
+        if !values
+            .iter()
+            .filter(|(_, kind)| *kind == ValueKind::Tensor)
+            .all(|(value, _)| tensor_ints::readable_in_place(value))
+        {
+            return Err(unreadable());
+        }
+        // Beside each value, its tensor's view (None: not a tensor).
+        let mut views: Vec<Option<TensorInts<'_>>> = Vec::new();
+        views
+            .try_reserve_exact(values.len())
+            .map_err(|_| invalid(format!("no memory to read {count} rows")))?;
+        for (value, kind) in &values {
+            views.push(match kind {
+                ValueKind::Tensor => {
+                    Some(tensor_ints::int_values(value, 1).ok_or_else(unreadable)?)
+                }
+                _ => None,
+            });
+        }
+        // No Python code runs from here on: the lists, arrays and tensors stay as they were
+        // read.
         let key_count = keys.len();
         for (k, (buffer, &pad)) in self.buffers.iter_mut().zip(&self.pad_values).enumerate() {
             let name = &self.names[k];
             for index in 0..count {
                 let start = index * longest;
-                let (Some((value, kind)), Some(row)) = (
+                let (Some((value, kind)), Some(view), Some(row)) = (
                     values.get(index * key_count + k),
+                    views.get(index * key_count + k),
                     buffer.get_mut(start..start + longest),
                 ) else {
                     return Err(invalid(format!("'{name}' in row {index} was not read")));
                 };
-                let length = kind.length().unwrap_or(0).min(longest);
+                let length = match view {
+                    Some(view) => view.len(),
+                    None => kind.length().unwrap_or(0),
+                }
+                .min(longest);
                 let (written, padding) = row.split_at_mut(length);
                 let whole = match (kind, value.cast::<PyUntypedArray>()) {
+                    (ValueKind::Tensor, _) => view
+                        .as_ref()
+                        .is_some_and(|view| view.visit(CopyInto { out: written })),
                     (ValueKind::Array(_), Ok(array)) => with_values::<i64, _>(array, |source| {
                         if source.len() == written.len() {
                             written.copy_from_slice(source);
