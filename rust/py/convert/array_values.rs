@@ -128,6 +128,10 @@ macro_rules! int_elements_widen {
             fn to_i64(self) -> Option<i64> {
                 Some(i64::from(self))
             }
+            #[inline(always)]
+            fn append_all(values: &[Self], out: &mut Slots<'_, i64>) {
+                out.extend_widened(values);
+            }
         }
     )*};
 }
