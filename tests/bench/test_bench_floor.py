@@ -42,12 +42,13 @@ def test_the_floor_gives_fastcollates_output(bert_tokenizer, fmt, batch_size):
             assert np.array_equal(value, ours[key].numpy()), key
 
 
+@pytest.mark.parametrize("fmt", ["torch", "torch-format"])
 @pytest.mark.parametrize("batch_size", [1, 3, 17])
-def test_the_floor_through_torch_gives_fastcollates_output(bert_tokenizer, batch_size):
+def test_the_floor_through_torch_gives_fastcollates_output(bert_tokenizer, fmt, batch_size):
     import torch
 
     rows = workload.as_format(
-        workload.classification_rows(np.random.default_rng(batch_size), 2 * batch_size), "torch"
+        workload.classification_rows(np.random.default_rng(batch_size), 2 * batch_size), fmt
     )
     batches = [rows[:batch_size], rows[batch_size:]]
     floor = Floor(with_padding_keys(bert_tokenizer), batches, through_torch=True)
@@ -206,7 +207,7 @@ def test_the_buffers_are_sized_by_the_one_sizing_rule():
 def test_the_floor_is_reported_beside_fastcollate(tmp_path, capsys):
     path = tmp_path / "floor.json"
     args = ["--quick", "--cases", "WithPadding,ForSeq2Seq", "--batch-sizes", "2", "--formats",
-            "lists,torch", "--repeat", "1", "--json", str(path)]  # fmt: skip
+            "lists,torch,torch-format", "--repeat", "1", "--json", str(path)]  # fmt: skip
     assert cli.bench_main(args) == 0
     out = capsys.readouterr().out
     assert "How far from the limit" in out and "fastcollate / floor" in out
@@ -224,7 +225,7 @@ def test_the_floor_is_reported_beside_fastcollate(tmp_path, capsys):
         else:
             assert floor is None
         torch_floor = r["torch_floor"]
-        if r["case"] == "DataCollatorWithPadding" and r["format"] == "torch":
+        if r["case"] == "DataCollatorWithPadding" and r["format"] in timing.TORCH_ROWS:
             ratio = r["ms_per_batch"]["fastcollate"] / torch_floor["ms_per_batch"]
             assert torch_floor["fastcollate_over_floor"] == pytest.approx(ratio)
             assert "floor through torch" not in r["ms_per_batch"]

@@ -44,6 +44,8 @@ CACHED_BATCHES = 4
 # the floor, and for torch rows the floor through torch's API (see bench/floor.py).
 FLOOR = "floor"
 TORCH_FLOOR = "floor through torch"
+# The row formats whose rows are tensors: the ones timed against the floor through torch.
+TORCH_ROWS = ("torch", "torch-format")
 
 
 @dataclass
@@ -322,7 +324,7 @@ def _run_case(
             label = f"{case.name} [{fmt}, batch {batch_size}]"
             floor = None if case.floor is None else Floor(case.floor(tokenizer), batches)
             floors = {} if floor is None else {FLOOR: floor}
-            if floor is not None and fmt == "torch":
+            if floor is not None and fmt in TORCH_ROWS:
                 floors[TORCH_FLOOR] = Floor(floor.keys, batches, through_torch=True)
             for index, batch in enumerate(batches):
                 expected = _call(methods["transformers"], batch, case.seeded)
