@@ -233,11 +233,23 @@ def test_the_floor_table_gives_each_format_and_batch_size_its_ratio(monkeypatch)
     for r in record["results"]:
         r["floor"] = {"ms_per_batch": 0.02, "fastcollate_over_floor": 1.25, "spread": 0.0}
     record["results"][0]["floor"] = None  # no floor measured: no line
+    torch_row = next(i for i, r in enumerate(record["results"][1:], 1) if r["format"] == "torch")
+    record["settings"]["basis"]["torch_floor"] = {"description": "a loop through torch (made up)"}
+    record["results"][torch_row]["torch_floor"] = {
+        "ms_per_batch": 0.04, "fastcollate_over_floor": 0.5, "spread": 0.0
+    }  # fmt: skip
     monkeypatch.setattr(render_figures, "load", lambda name: record)
     table = render_figures.floor_table()
     lines = [line for line in table.splitlines() if line.startswith("| ")]
-    assert lines[0] == "| rows | batch | fastcollate | floor | fastcollate / floor |"
+    assert lines[0] == (
+        "| rows | batch | fastcollate | floor | fastcollate / floor | floor through torch "
+        "| fastcollate / that |"
+    )
     assert len(lines) == 1 + len(record["results"]) - 1
-    assert all(line.endswith("| 20.0 µs | 1.25× |") for line in lines[1:])
+    through_torch = [line for line in lines[1:] if line.endswith("| 40.0 µs | 0.50× |")]
+    assert len(through_torch) == 1 and through_torch[0].startswith("| torch tensors |")
+    others = [line for line in lines[1:] if line not in through_torch]
+    assert all(line.endswith("| 20.0 µs | 1.25× | - | - |") for line in others)
     assert "The floor is a loop (made up)." in table
+    assert "the floor through torch is a loop through torch (made up)." in table
     assert "<!-- figures: floor -->" in (ROOT / "docs" / "benchmarks.md").read_text("utf-8")
