@@ -10,9 +10,8 @@ tensor taken before timing, torch's API per tensor left out. Beside it for torch
 through torch's API is handed the tensors themselves and asks torch what a sound reader must
 (`TORCH_FLOOR_BASIS`). Left out, as no floor can avoid them and every call of fastcollate pays
 them: allocating the outputs and handing them to torch, parsing options, checking the
-tokenizer. Before anything is timed its output is checked
-equal to fastcollate's on every batch, key by key, so the floor cannot measure less work than
-the call does.
+tokenizer. Before anything is timed its output is checked equal to fastcollate's on every
+batch, key by key, so the floor cannot measure less work than the call does.
 """
 
 from __future__ import annotations

@@ -80,19 +80,19 @@ class Result:
         cached = self.cached_seconds
         return cached["transformers"] / cached["fastcollate"] if cached else None
 
+    def _over(self, floor_seconds: float | None) -> float | None:
+        """fastcollate's time over a floor's (None: that floor was not timed)."""
+        return None if floor_seconds is None else self.seconds["fastcollate"] / floor_seconds
+
     @property
     def vs_floor(self) -> float | None:
         """fastcollate's time over the floor's (1 would be the floor itself)."""
-        if self.floor_seconds is None:
-            return None
-        return self.seconds["fastcollate"] / self.floor_seconds
+        return self._over(self.floor_seconds)
 
     @property
     def vs_torch_floor(self) -> float | None:
         """fastcollate's time over the floor through torch's API (torch rows only)."""
-        if self.torch_floor_seconds is None:
-            return None
-        return self.seconds["fastcollate"] / self.torch_floor_seconds
+        return self._over(self.torch_floor_seconds)
 
     @property
     def best_baseline(self) -> float | None:
@@ -123,20 +123,18 @@ class Result:
                 "ms_per_batch": {k: v * 1e3 for k, v in self.cached_seconds.items()},
                 "speedup_vs_transformers": self.cached_vs_transformers,
             },
-            "floor": None
-            if self.floor_seconds is None
-            else {
-                "ms_per_batch": self.floor_seconds * 1e3,
-                "fastcollate_over_floor": self.vs_floor,
-                "spread": self.floor_spread,
-            },
-            "torch_floor": None
-            if self.torch_floor_seconds is None
-            else {
-                "ms_per_batch": self.torch_floor_seconds * 1e3,
-                "fastcollate_over_floor": self.vs_torch_floor,
-                "spread": self.torch_floor_spread,
-            },
+            "floor": self._floor_record(self.floor_seconds, self.floor_spread),
+            "torch_floor": self._floor_record(self.torch_floor_seconds, self.torch_floor_spread),
+        }
+
+    def _floor_record(self, seconds: float | None, spread: float | None) -> dict[str, Any] | None:
+        """A floor's figures in the JSON record (None: that floor was not timed)."""
+        if seconds is None:
+            return None
+        return {
+            "ms_per_batch": seconds * 1e3,
+            "fastcollate_over_floor": self._over(seconds),
+            "spread": spread,
         }
 
 

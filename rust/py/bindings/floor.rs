@@ -150,7 +150,8 @@ impl PyPadFloor {
         // As every read of rows: no torch function mode runs while tensors are asked and read.
         let _modes_off = modes_off(py)?;
         let keys: Vec<&Bound<'_, PyString>> = self.keys.iter().map(|key| key.bind(py)).collect();
-        let mut values: Vec<(Bound<'_, PyAny>, ValueKind)> = Vec::new();
+        // Each value with its kind and length, as read.
+        let mut values: Vec<(Bound<'_, PyAny>, ValueKind, usize)> = Vec::new();
         values
             .try_reserve_exact(count.saturating_mul(keys.len()))
             .map_err(|_| invalid(format!("no memory to read {count} rows")))?;
@@ -185,7 +186,7 @@ impl PyPadFloor {
                     )));
                 };
                 longest = longest.max(length);
-                values.push((value, kind));
+                values.push((value, kind, length));
             }
             if let Some((key, output)) = &self.label {
                 let Some(label) = row.get_item(key.bind(py))? else {
@@ -219,8 +220,8 @@ impl PyPadFloor {
         };
         if !values
             .iter()
-            .filter(|(_, kind)| *kind == ValueKind::Tensor)
-            .all(|(value, _)| tensor_ints::readable_in_place(value))
+            .filter(|(_, kind, _)| *kind == ValueKind::Tensor)
+            .all(|(value, _, _)| tensor_ints::readable_in_place(value))
         {
             return Err(unreadable());
         }
@@ -229,7 +230,7 @@ impl PyPadFloor {
         views
             .try_reserve_exact(values.len())
             .map_err(|_| invalid(format!("no memory to read {count} rows")))?;
-        for (value, kind) in &values {
+        for (value, kind, _) in &values {
             views.push(match kind {
                 ValueKind::Tensor => {
                     Some(tensor_ints::int_values(value, 1).ok_or_else(unreadable)?)
@@ -244,19 +245,14 @@ impl PyPadFloor {
             let name = &self.names[k];
             for index in 0..count {
                 let start = index * longest;
-                let (Some((value, kind)), Some(view), Some(row)) = (
+                let (Some((value, kind, length)), Some(view), Some(row)) = (
                     values.get(index * key_count + k),
                     views.get(index * key_count + k),
                     buffer.get_mut(start..start + longest),
                 ) else {
                     return Err(invalid(format!("'{name}' in row {index} was not read")));
                 };
-                let length = match view {
-                    Some(view) => view.len(),
-                    None => kind.length().unwrap_or(0),
-                }
-                .min(longest);
-                let (written, padding) = row.split_at_mut(length);
+                let (written, padding) = row.split_at_mut((*length).min(longest));
                 let whole = match (kind, value.cast::<PyUntypedArray>()) {
                     (ValueKind::Tensor, _) => view
                         .as_ref()
