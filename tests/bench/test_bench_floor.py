@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -45,8 +46,6 @@ def test_the_floor_gives_fastcollates_output(bert_tokenizer, fmt, batch_size):
 @pytest.mark.parametrize("fmt", ["torch", "torch-format"])
 @pytest.mark.parametrize("batch_size", [1, 3, 17])
 def test_the_floor_through_torch_gives_fastcollates_output(bert_tokenizer, fmt, batch_size):
-    import torch
-
     rows = workload.as_format(
         workload.classification_rows(np.random.default_rng(batch_size), 2 * batch_size), fmt
     )
@@ -66,8 +65,6 @@ def test_the_floor_through_torch_gives_fastcollates_output(bert_tokenizer, fmt, 
     dtype=st.sampled_from(["int64", "int32", "int16", "uint8"]),
 )
 def test_the_floor_reads_every_integer_tensor_dtype(rows, dtype):
-    import torch
-
     torch_dtype = getattr(torch, dtype)
     info = torch.iinfo(torch_dtype)
     rows = [[min(max(v, info.min), info.max) for v in r] for r in rows]
@@ -78,8 +75,6 @@ def test_the_floor_reads_every_integer_tensor_dtype(rows, dtype):
 
 
 def test_the_floor_refuses_a_tensor_no_sound_reader_reads_in_place():
-    import torch
-
     class Subclass(torch.Tensor):
         pass
 
@@ -98,8 +93,6 @@ def test_the_floor_refuses_a_tensor_no_sound_reader_reads_in_place():
 
 
 def test_the_floor_reads_tensors_through_views_of_their_memory():
-    import torch
-
     tensor = torch.arange(5)
     [row] = floor_rows([{"input_ids": tensor, "label": torch.tensor(1), "n": 3}])
     assert isinstance(row["input_ids"], np.ndarray)
