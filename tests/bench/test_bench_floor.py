@@ -87,8 +87,13 @@ def test_the_floor_refuses_a_tensor_no_sound_reader_reads_in_place():
         torch.ones(1, 2, dtype=torch.int64),
         torch.tensor(3),
     ]:
-        with pytest.raises(ValueError, match="only when it is an exact, unnegated 1-d integer"):
+        with pytest.raises(
+            ValueError, match="reads 'ids' in row 1 only as an exact, unnegated 1-d integer"
+        ):
             floor.pad([{"ids": [1, 2]}, {"ids": value}])
+    two_keys = PadFloor(["ids", "mask"], [0, 0], None, 2, 4)
+    with pytest.raises(ValueError, match="reads 'mask' in row 0 only as an exact, unnegated"):
+        two_keys.pad([{"ids": torch.arange(2), "mask": negated}])
     assert negated.is_neg()  # the row is left as it was
 
 

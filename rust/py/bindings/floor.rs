@@ -211,36 +211,38 @@ impl PyPadFloor {
         }
         // The tensors' Python-level answers (each exact and not negated), then their views,
         // as the sound route takes them (`collate_rows::members_rows`).
-        let unreadable = || {
-            invalid(
-                "the floor reads a tensor only when it is an exact, unnegated 1-d integer \
-                     CPU tensor"
-                    .into(),
-            )
+        let key_count = keys.len();
+        // Value `i` (row-major: row `i / key_count`, key `i % key_count`) is a tensor the sound
+        // route does not read in place.
+        let names = &self.names;
+        let unreadable = |i: usize| {
+            invalid(format!(
+                "the floor reads '{}' in row {} only as an exact, unnegated 1-d integer CPU \
+                 tensor",
+                names[i % key_count],
+                i / key_count
+            ))
         };
-        if !values
-            .iter()
-            .filter(|(_, kind, _)| *kind == ValueKind::Tensor)
-            .all(|(value, _, _)| tensor_ints::readable_in_place(value))
-        {
-            return Err(unreadable());
+        if let Some(i) = values.iter().position(|(value, kind, _)| {
+            *kind == ValueKind::Tensor && !tensor_ints::readable_in_place(value)
+        }) {
+            return Err(unreadable(i));
         }
         // Beside each value, its tensor's view (None: not a tensor).
         let mut views: Vec<Option<TensorInts<'_>>> = Vec::new();
         views
             .try_reserve_exact(values.len())
             .map_err(|_| invalid(format!("no memory to read {count} rows")))?;
-        for (value, kind, _) in &values {
+        for (i, (value, kind, _)) in values.iter().enumerate() {
             views.push(match kind {
                 ValueKind::Tensor => {
-                    Some(tensor_ints::int_values(value, 1).ok_or_else(unreadable)?)
+                    Some(tensor_ints::int_values(value, 1).ok_or_else(|| unreadable(i))?)
                 }
                 _ => None,
             });
         }
         // No Python code runs from here on: the lists, arrays and tensors stay as they were
         // read.
-        let key_count = keys.len();
         for (k, (buffer, &pad)) in self.buffers.iter_mut().zip(&self.pad_values).enumerate() {
             let name = &self.names[k];
             for index in 0..count {
