@@ -20,6 +20,7 @@ import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from transformers import DataCollatorWithPadding
+from transformers.utils import to_py_obj
 
 import fastcollate
 from tests.support.compare import assert_same_batch, assert_unchanged, has_object_array
@@ -794,6 +795,8 @@ _ODD_LABELS = st.sampled_from(
 @example("lists", [1], [0] * 6, {0: None}, "np")  # transformers: an object array
 @example("lists", [3, 2, 1], [0, -4611686018427387903, 0, 0, 0, 0],
          {0: 2.5, 2: INT64_MAX + 1}, "pt")  # a float, then an int past int64: float labels
+@example("numpy", [2, 3], [0] * 6, {0: torch.tensor(6), 1: INT64_MAX + 1},
+         "np")  # transformers reads the tensor as an int: a column of ints alone
 @settings(max_examples=examples(80), deadline=None)
 def test_labels_of_any_kind_beside_padded_rows(collators, fmt, lengths, labels, odd,
                                                return_tensors):
@@ -804,6 +807,11 @@ def test_labels_of_any_kind_beside_padded_rows(collators, fmt, lengths, labels, 
         for i, n in enumerate(lengths)
     ]
     labels = [row["label"] for row in rows]
+    if fmt != "lists":
+        # What transformers' column then holds: with array or tensor token ids, `tokenizer.pad`
+        # turns a column that is not all numbers into Python objects value by value
+        # (`to_py_obj`), where a 0-d tensor or a numpy scalar becomes an int.
+        labels = to_py_obj(labels)
     if all(isinstance(label, (int, np.int64)) for label in labels) and any(
         not INT64_MIN <= label <= INT64_MAX for label in labels
     ):
