@@ -20,7 +20,6 @@ import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from transformers import DataCollatorWithPadding
-from transformers.utils import to_py_obj
 
 import fastcollate
 from tests.support.compare import assert_same_batch, assert_unchanged, has_object_array
@@ -789,7 +788,7 @@ _ODD_LABELS = st.sampled_from(
     st.lists(st.integers(1, 5), min_size=1, max_size=6),
     st.lists(st.integers(INT64_MIN, INT64_MAX) | st.sampled_from(BOUNDARY_INTS), min_size=6,
              max_size=6),
-    st.dictionaries(st.integers(0, 5), _ODD_LABELS, max_size=2),
+    st.dictionaries(st.integers(0, 5), _ODD_LABELS, max_size=3),
     st.sampled_from(["pt", "np"]),
 )
 @example("lists", [1], [0] * 6, {0: None}, "np")  # transformers: an object array
@@ -797,6 +796,8 @@ _ODD_LABELS = st.sampled_from(
          {0: 2.5, 2: INT64_MAX + 1}, "pt")  # a float, then an int past int64: float labels
 @example("numpy", [2, 3], [0] * 6, {0: torch.tensor(6), 1: INT64_MAX + 1},
          "np")  # transformers reads the tensor as an int: a column of ints alone
+@example("torch", [1, 2, 3], [0] * 6, {0: torch.tensor(6), 1: np.uint8(200), 2: INT64_MAX + 1},
+         "np")  # beside a numpy uint8: float64, as transformers
 @settings(max_examples=examples(80), deadline=None)
 def test_labels_of_any_kind_beside_padded_rows(collators, fmt, lengths, labels, odd,
                                                return_tensors):
@@ -807,14 +808,16 @@ def test_labels_of_any_kind_beside_padded_rows(collators, fmt, lengths, labels, 
         for i, n in enumerate(lengths)
     ]
     labels = [row["label"] for row in rows]
-    if fmt != "lists":
-        # What transformers' column then holds: with array or tensor token ids, `tokenizer.pad`
-        # turns a column that is not all numbers into Python objects value by value
-        # (`to_py_obj`), where a 0-d tensor or a numpy scalar becomes an int.
-        labels = to_py_obj(labels)
-    if all(isinstance(label, (int, np.int64)) for label in labels) and any(
-        not INT64_MIN <= label <= INT64_MAX for label in labels
-    ):
+
+    def an_int(label: object) -> bool:
+        # Ints, bools and np.int64s are read as numbers; with array or tensor token ids so is
+        # a 0-d integer tensor, which transformers makes a Python int there (`to_py_obj`).
+        if isinstance(label, torch.Tensor):
+            return fmt != "lists" and label.ndim == 0 and not label.is_floating_point()
+        return isinstance(label, (int, np.int64))
+
+    if all(map(an_int, labels)) and any(not INT64_MIN <= int(label) <= INT64_MAX
+                                        for label in labels):
         # A documented difference (docs/differences.md, "Bad values"): where numpy makes a
         # uint64, float64 or object column of such labels (ints, bools and np.int64s, which
         # are read as numbers), fastcollate raises, naming key and row.
