@@ -1,11 +1,13 @@
-"""The fixed cost of one collator call: everything but the native collation.
+"""The fixed cost of one collator call: everything but the native call.
 
-`DataCollatorWithPadding` is timed twice on the same batch: as it is, and with the native
-`collate` (and `collate_planned`, which a call plan calls) replaced by a stub that hands back
-a prepared output (the same keys, already tensors or arrays, as the native call gives them;
-for `collate_planned`, a fresh copy of what it gave: a dict, or the BatchEncoding it finishes
-a batch of arrays / tensors in). The stubbed time, less the stub's own, is what a call costs
-in Python around the native work: settings, checks, the container where Python makes it.
+`DataCollatorWithPadding` is timed twice on the same batch: as it is, and with its native work
+replaced by a stub that hands back a prepared output (the same keys, already tensors or arrays,
+as the native call gives them: a fresh copy of it). For a call plan's call the stub stands in
+for the plan's `_native.PlannedCall`, whose one call makes the plan's checks (fields, tokenizer
+state, default dtype, the rows' kind) and the collation; for a call without a plan, for the
+native `collate` that `pad` calls. The stubbed time, less the stub's own, is what a call costs
+in Python around the native work: the DataLoader-worker hand-over check and the call's own
+lines, or, without a plan, settings, checks and the container Python makes.
 Beside it, the same for a collator that never keeps a call plan (every call resolves its
 options through `pad`, as before the plan existed), timed in alternating rounds with it.
 
@@ -37,29 +39,43 @@ from fastcollate.bench import workload
 from fastcollate.collators import native as native_entry
 
 
+def fresh_copy(output: object) -> object:
+    """A new container holding the same values: a dict, or a BatchEncoding."""
+    if type(output) is dict:
+        return dict(output)
+    fresh = type(output).__new__(type(output))  # a new BatchEncoding holding the same values
+    fresh.__dict__.update(output.__dict__)
+    return fresh
+
+
 class StubbedNative:
     """Stands in for `fastcollate._native` inside the collators' native entry: `collate`
     returns a fresh copy of one prepared output."""
 
-    def __init__(self, real, output: dict, planned_output: object = None):
+    def __init__(self, real, output: dict):
         self._real = real
         self._output = output
-        # What `collate_planned` gave: a dict, or a batch it finished (a BatchEncoding).
-        self._planned_output = output if planned_output is None else planned_output
 
     def collate(self, *args, **kwargs):
         return dict(self._output)
 
-    def collate_planned(self, *args):
-        out = self._planned_output
-        if type(out) is dict:
-            return dict(out)
-        fresh = type(out).__new__(type(out))  # a new BatchEncoding holding the same values
-        fresh.__dict__.update(out.__dict__)
-        return fresh
-
     def __getattr__(self, name):
         return getattr(self._real, name)
+
+
+class StubbedCall:
+    """Stands in for a call plan's `_native.PlannedCall`: `rows` returns a fresh copy of what
+    the real one gave (a BatchEncoding it finished, or a dict)."""
+
+    def __init__(self, real, output: object):
+        self._real = real
+        self._output = output
+
+    def rows(self, collator, features):
+        return fresh_copy(self._output)
+
+    def holds(self, collator):
+        return self._real.holds(collator)
 
 
 class UnplannedCollator(fastcollate.DataCollatorWithPadding):
@@ -85,10 +101,10 @@ def alternating(functions: list, number: int, repeat: int) -> list[float]:
 
 
 def measure(collators: list, batch: list, real, number: int, repeat: int) -> list[float]:
-    """[the call, then per collator: the call with the native collation stubbed], and the
-    stub alone, in µs."""
+    """[the call, then per collator: the call with its native work stubbed], and the stub
+    alone, in µs. `collators[0]` keeps a call plan, `collators[1]` does not."""
     whole = best_of(lambda: collators[0](batch), number, repeat)
-    # What the native call returns for this batch (tensors under "pt"), recorded once.
+    # What the native `collate` returns for this batch (tensors under "pt"), recorded once.
     recorded: dict = {}
 
     def record(*call_args, **call_kwargs):
@@ -96,29 +112,31 @@ def measure(collators: list, batch: list, real, number: int, repeat: int) -> lis
         recorded.update(out)
         return out
 
-    planned: list = []
-
-    def record_planned(*call_args):
-        out = real.collate_planned(*call_args)
-        planned[:] = [out]
-        return out
-
     recording = StubbedNative(real, {})
     recording.collate = record
-    recording.collate_planned = record_planned
     native_entry._native = recording
+    planned = collators[0]
     try:
         for collator in collators:
             collator(batch)
             collator(batch)  # the second call is the first one a call plan can serve
-        stub = StubbedNative(real, recorded, planned[0] if planned else None)
-        native_entry._native = stub
+        plan = planned._call_plan
+        if plan is None:
+            raise SystemExit("error: the collator settled no call plan for these rows")
+        real_call = plan.call
+        output = real_call.rows(planned, batch)
+        if output is None:
+            raise SystemExit("error: the call plan does not serve these rows")
+        stub = StubbedCall(real_call, output)
+        plan.call = stub
+        native_entry._native = StubbedNative(real, recorded)
         stubbed = alternating(
             [lambda collator=collator: collator(batch) for collator in collators], number, repeat
         )
-        alone = best_of(stub.collate_planned, number, repeat)
+        alone = best_of(lambda: stub.rows(planned, batch), number, repeat)
     finally:
         native_entry._native = real
+        planned._call_plan = None  # settled again, with its real native call, next time
     return [whole, *stubbed, alone]
 
 

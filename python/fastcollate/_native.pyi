@@ -10,6 +10,7 @@ __all__ = [
     "CollatePlan",
     "PadFloor",
     "PadGroup",
+    "PlannedCall",
     "WorkerArena",
     "__version__",
     "build_profile",
@@ -22,6 +23,7 @@ __all__ = [
     "flatten_batch",
     "group_by_length",
     "group_stream_buffer",
+    "has_state_key",
     "mapped_arenas",
     "mask_tokens",
     "pack_dataset_bfd",
@@ -32,6 +34,7 @@ __all__ = [
     "pack_epoch",
     "pack_stream_buffer",
     "pad_frames",
+    "pad_id_inputs",
     "pad_prompt_completion",
     "pad_sequences",
     "pad_with_labels",
@@ -127,6 +130,43 @@ class CollatePlan:
 def collate_planned(
     rows: Sequence[Mapping[str, Any]], plan: CollatePlan
 ) -> Any: ...
+
+# A DataCollatorWithPadding call plan's checks and collate plans, in one call per batch
+# (`python/fastcollate/collators/padding.py`, `_CallPlan`). `fields` are (name, object) pairs the
+# collator must still hold (by identity), the tokenizer first; `tokenizer_key` and
+# `state_names` what `has_state_key` compares; `default_dtype` (torch.get_default_dtype, the
+# dtype it gave) or None; `plans` the collate plans for list, numpy and torch main inputs;
+# `max_length_warning` the UserWarning message each served call gives, or None.
+@final
+class PlannedCall:
+    def __new__(
+        cls,
+        fields: Sequence[tuple[str, Any]],
+        tokenizer_key: tuple[Any, ...],
+        state_names: tuple[str, str, str, tuple[str, ...]],
+        *,
+        default_dtype: tuple[Callable[[], Any], Any] | None,
+        main: str,
+        plans: tuple[CollatePlan, CollatePlan, CollatePlan],
+        max_length_warning: str | None,
+    ) -> PlannedCall: ...
+    # Whether the plan holds for a call of `collator` (fields, tokenizer state, default dtype).
+    def holds(self, collator: Any) -> bool: ...
+    # The batch `collator(features)` gives, where the plan holds and `features` are a list of
+    # dicts whose first has a usual main input and a mask of at most one dimension; else None,
+    # with nothing read.
+    def rows(self, collator: Any, features: Any) -> Any | None: ...
+
+# tokenizer_state.has_state_key's comparison: whether `state_key(tokenizer) == key`, reading
+# the instance dict by `names` (special tokens map, backend, pad token type id, the names
+# that must not be set on the instance). KeyError, AttributeError, TypeError: False.
+def has_state_key(
+    tokenizer: Any, key: tuple[Any, ...], names: tuple[str, str, str, tuple[str, ...]]
+) -> bool: ...
+
+# (pad_text, pad_id, unk_text, unk_id) of a special tokens map and backend tokenizer: the
+# backend's id for the pad token's text, and the unknown token's where that is None.
+def pad_id_inputs(special: Any, backend: Any) -> tuple[Any, Any, Any, Any]: ...
 
 # The benchmark's floor (fastcollate.bench.floor), nothing else: `keys` (each padded right
 # with its pad value to the batch's longest row) and the label (rows' key, output key) read

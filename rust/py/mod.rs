@@ -40,6 +40,8 @@ mod _native {
     #[pymodule_export]
     use super::bindings::pad_with_labels::pad_with_labels;
     #[pymodule_export]
+    use super::bindings::planned_call::PyPlannedCall;
+    #[pymodule_export]
     use super::bindings::preference::pad_prompt_completion;
     #[pymodule_export]
     use super::bindings::sampling::{pack_epoch, rebalance_epoch};
@@ -47,6 +49,8 @@ mod _native {
     use super::bindings::sizes::check_output_size;
     #[pymodule_export]
     use super::bindings::streams::{group_stream_buffer, pack_stream_buffer};
+    #[pymodule_export]
+    use super::bindings::tokenizer_state::{has_state_key, pad_id_inputs};
     #[pymodule_export]
     use super::bindings::trl_pad::pad_sequences;
     #[cfg(target_os = "linux")]

@@ -1,5 +1,5 @@
-"""`collate` for Python rows and Arrow batches alike, and the planned call (`collate_rows`,
-`collate_plan`). Not the only way into the native module: other callers use `_native`
+"""`collate` for Python rows and Arrow batches alike, and the collate plans a call plan holds
+(`collate_plan`). Not the only way into the native module: other callers use `_native`
 directly (docs/design.md, Python ↔ Rust)."""
 
 from __future__ import annotations
@@ -18,14 +18,8 @@ def collate(features: Any, groups: list[Any], **options: Any) -> dict[str, Any]:
     return _native.collate(features, groups, **options)
 
 
-def collate_rows(rows: list[Any], plan: Any) -> Any:
-    """`_native.collate` for a list of rows, with its groups and options settled once for many
-    calls in a `_native.CollatePlan`: the same output and errors; a batch of arrays / tensors
-    alone comes back finished when the plan has a `batch_encoding` (see `_native.pyi`)."""
-    return _native.collate_planned(rows, plan)
-
-
 def collate_plan(groups: list[Any], **options: Any) -> Any:
     """The `_native.CollatePlan` of `groups` and `collate`'s keyword options `float32`,
-    `keep_arrays`, `keep_numpy_scalars` and `to_tensor`, for `collate_rows`."""
+    `keep_arrays`, `keep_numpy_scalars` and `to_tensor`, for `_native.collate_planned` (which a
+    `_native.PlannedCall` calls)."""
     return _native.CollatePlan(groups, **options)

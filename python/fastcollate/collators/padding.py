@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .. import _native
-from .._internal.main_input import UNUSUAL, usual_main_input_kind
+from .._internal.main_input import usual_main_input_kind
 from .._internal.tensors import (
     batch_encoding,
     batch_encoding_parts,
@@ -21,16 +21,17 @@ from .._internal.tensors import (
 from .._internal.worker_handover import hands_over
 from ..arrow import ArrowBatch
 from .feature_extraction import feature_extractor_of, pad_features, processing_kind
-from .native import collate_plan, collate_rows
+from .native import collate_plan
 from .padding_options import (
     PadSettings,
     check_padding_options,
     check_tokenizer,
+    max_length_warning,
     padding_group,
     warn_if_max_length_ignored,
 )
 from .tokenizer_pad import converted_like_tokenizer_pad, pad
-from .tokenizer_state import StateKey, has_state_key, keyed_settings, state_key
+from .tokenizer_state import STATE_NAMES, StateKey, keyed_settings, state_key
 
 # The keys transformers' DataCollatorWithPadding renames to `labels`, in the order it renames
 # them (a row holding both ends with `label_ids`' values): the one statement of the rule, which
@@ -51,17 +52,16 @@ class _Fields(NamedTuple):
 
 class _CallPlan:
     """What a `DataCollatorWithPadding` call settles before padding, kept for the next call:
-    valid while the collator's fields are the same objects and the tokenizer's state key
+    valid while the collator's fields are the same objects, the tokenizer's state key
     (`tokenizer_state.state_key`: the objects transformers stores the pad token, padding side
-    and the rest in) compares equal."""
+    and the rest in) compares equal and, under "pt", torch's default dtype is the same. Those
+    checks, and the rows' kind, are made in one native call (`_native.PlannedCall`)."""
 
-    __slots__ = ("fields", "tokenizer_key", "main", "native_plans", "default_dtype",
-                 "get_default_dtype")
+    __slots__ = ("fields", "main", "native_plans", "call")
 
     def __init__(self, fields: _Fields, tokenizer_key: StateKey,
                  settings: PadSettings, group: _native.PadGroup, return_tensors: str) -> None:
         self.fields = fields
-        self.tokenizer_key = tokenizer_key
         self.main = settings.main_input
         # `_native.collate`'s groups and options for each kind of main input (None: Python
         # lists), as `pad` passes them, parsed once; under "pt" the native call builds the
@@ -69,12 +69,11 @@ class _CallPlan:
         # The native call also finishes a batch of arrays / tensors alone (labels renamed, a
         # BatchEncoding made), as `DataCollatorWithPadding.__call__` would.
         # Under "pt", Python floats become torch's default dtype: the plan holds for the
-        # default dtype it was made under (None: any).
-        self.default_dtype: Any = None
-        self.get_default_dtype: Any = None
+        # default dtype it was made under.
+        default_dtype = None
         if return_tensors == "pt":
-            self.get_default_dtype = torch_module().get_default_dtype
-            self.default_dtype = self.get_default_dtype()
+            get_default_dtype = torch_module().get_default_dtype
+            default_dtype = (get_default_dtype, get_default_dtype())
         common: dict[str, Any] = {
             "float32": floats_as_float32(return_tensors),
             "keep_numpy_scalars": True,
@@ -89,6 +88,12 @@ class _CallPlan:
             kind: collate_plan([group], **common, keep_arrays=kind is None)
             for kind in (None, "np", "pt")
         }
+        self.call = _native.PlannedCall(
+            list(fields._asdict().items()), tokenizer_key, STATE_NAMES,
+            default_dtype=default_dtype, main=self.main,
+            plans=tuple(self.native_plans[kind] for kind in (None, "np", "pt")),
+            max_length_warning=max_length_warning(fields.padding, fields.max_length),
+        )
 
 
 @dataclass
@@ -136,42 +141,27 @@ class DataCollatorWithPadding:
     @hands_over
     def __call__(self, features: list[dict[str, Any]] | ArrowBatch) -> Any:
         plan = self._call_plan
-        tokenizer = self.tokenizer
-        if (
-            plan is not None
-            # The same objects: the options plan was settled from are unchanged.
-            and (fields := plan.fields).tokenizer is tokenizer
-            and fields.padding is self.padding
-            and fields.max_length is self.max_length
-            and fields.pad_to_multiple_of is self.pad_to_multiple_of
-            and fields.return_tensors is self.return_tensors
-            and fields.pin_memory is self.pin_memory
-            and has_state_key(tokenizer, plan.tokenizer_key)
-            and (plan.default_dtype is None or plan.get_default_dtype() is plan.default_dtype)
-        ):
-            if type(features) is ArrowBatch:
+        if plan is not None:
+            if type(features) is list:
+                # The usual rows (token ids as a list of ints, a numpy array or a torch
+                # tensor, an attention mask of at most one dimension) under the same fields
+                # and tokenizer state: one native call.
+                batch = plan.call.rows(self, features)
+                if batch is not None:
+                    return batch if type(batch) is not dict else self._finished(batch, features,
+                                                                                plan)
+            elif type(features) is ArrowBatch and plan.call.holds(self):
                 return self._planned_arrow_call(features, plan)
-            if not (type(features) is list and features and type(features[0]) is dict):
-                return self._unplanned_call(features)
-            first = features[0]
-            # The planned path takes the usual rows: token ids as a list of ints, a numpy
-            # array or a torch tensor, and an attention mask of at most one dimension (a
-            # stacked mask is set aside by `pad`).
-            main_kind = usual_main_input_kind(first.get(plan.main))
-            mask = first.get("attention_mask")
-            if main_kind is not UNUSUAL and (
-                mask is None or type(mask) is list or getattr(mask, "ndim", 0) <= 1
-            ):
-                if fields.max_length is not None:
-                    warn_if_max_length_ignored(fields.padding, fields.max_length)
-                batch = collate_rows(features, plan.native_plans[main_kind])
-                if type(batch) is not dict:
-                    return batch  # finished natively: no key came back as a list
-                if list in map(type, batch.values()):
-                    batch = converted_like_tokenizer_pad(batch, main_kind, main_kind is None,
-                                                         fields.return_tensors)
-                return batch_encoding(renamed_labels(batch))
         return self._unplanned_call(features)
+
+    def _finished(self, batch: dict[str, Any], features: list[Any], plan: _CallPlan) -> Any:
+        """A planned call's batch that came back as a dict (some key left as a list): its
+        lists converted as tokenizer.pad converts them, labels renamed, a BatchEncoding."""
+        if list in map(type, batch.values()):
+            main_kind = usual_main_input_kind(features[0].get(plan.main))
+            batch = converted_like_tokenizer_pad(batch, main_kind, main_kind is None,
+                                                 plan.fields.return_tensors)
+        return batch_encoding(renamed_labels(batch))
 
     def _planned_arrow_call(self, features: ArrowBatch, plan: _CallPlan) -> Any:
         """The planned call for rows still in Arrow storage: what `pad` does with an

@@ -117,12 +117,18 @@ IGNORED_MAX_LENGTH = (
 )
 
 
+def max_length_warning(padding: Any, max_length: Any) -> str | None:
+    """The UserWarning's message `tokenizer.pad` gives (unless `verbose=False`) when it pads to
+    the longest row though a `max_length` was given: `padding=True` (the value itself, not
+    "longest") beside a `max_length`; None where it gives none."""
+    return IGNORED_MAX_LENGTH if padding is True and max_length is not None else None
+
+
 def warn_if_max_length_ignored(padding: Any, max_length: Any) -> None:
-    """The UserWarning `tokenizer.pad` gives (unless `verbose=False`) when it pads to the
-    longest row though a `max_length` was given: `padding=True` (the value itself, not
-    "longest") beside a `max_length`."""
-    if padding is True and max_length is not None:
-        warnings.warn(IGNORED_MAX_LENGTH, UserWarning, stacklevel=3)
+    """Gives `max_length_warning`'s warning, if any, attributed to the caller's caller."""
+    message = max_length_warning(padding, max_length)
+    if message is not None:
+        warnings.warn(message, UserWarning, stacklevel=3)
 
 
 def padding_strategy(padding: Any) -> str:

@@ -23,6 +23,7 @@ import sys
 import weakref
 from typing import Any, NamedTuple
 
+from .. import _native
 from .._internal.upstream import (
     TOKENIZER_BACKEND,
     TOKENIZER_CONVERT_TOKEN_TO_ID,
@@ -124,18 +125,7 @@ class StateKey(NamedTuple):
 
 def _pad_id_inputs(special: Any, backend: Any) -> PadIdInputs:
     """The `PadIdInputs` of a tokenizer whose special tokens map and backend these are."""
-    pad = special.get("pad_token")
-    if pad is None:
-        return _NO_PAD_TOKEN
-    content = str(pad)
-    index = backend.token_to_id(content)
-    if index is not None:
-        return PadIdInputs(content, index, None, None)
-    unk = special.get("unk_token")
-    if unk is None:
-        return PadIdInputs(content, None, None, None)
-    unk_content = str(unk)
-    return PadIdInputs(content, None, unk_content, backend.token_to_id(unk_content))
+    return PadIdInputs(*_native.pad_id_inputs(special, backend))
 
 
 def state_key(tokenizer: Any) -> StateKey | None:
@@ -163,38 +153,16 @@ def state_key(tokenizer: Any) -> StateKey | None:
         return None
 
 
+# The attribute names `has_state_key` reads besides the plain ones, for the native comparison.
+STATE_NAMES = (TOKENIZER_SPECIAL_TOKENS_MAP, TOKENIZER_BACKEND, TOKENIZER_PAD_TOKEN_TYPE_ID,
+               _SHADOWING)
+
+
 def has_state_key(tokenizer: Any, key: StateKey) -> bool:
     """Whether `state_key(tokenizer) == key`, for a `key` that `state_key` gave, without
-    building a new key (which costs a planned collator call more than the comparison)."""
-    # `key.cls` was keyable when the key was made, and keyability is remembered per class:
-    # the same class is keyable still.
-    if type(tokenizer) is not key.cls:
-        return False
-    attributes = tokenizer.__dict__
-    if not attributes.keys().isdisjoint(_SHADOWING):
-        return False
-    try:
-        special = attributes[TOKENIZER_SPECIAL_TOKENS_MAP]
-        backend = attributes[TOKENIZER_BACKEND]
-        expected = key.pad_id_inputs
-        pad = special.get("pad_token")
-        if pad is not None and expected.pad_id is not None:
-            # The usual case, spelled out: a pad token the vocabulary has.
-            if (str(pad) != expected.pad_text
-                    or backend.token_to_id(expected.pad_text) != expected.pad_id):
-                return False
-        elif _pad_id_inputs(special, backend) != expected:
-            return False
-        same: bool = (
-            attributes[TOKENIZER_PAD_TOKEN_TYPE_ID] == key.pad_token_type_id
-            and attributes["padding_side"] == key.padding_side
-            # (Not a list: never equal, so read through its attributes every call.)
-            and attributes["model_input_names"] == key.model_input_names
-            and attributes["model_max_length"] == key.model_max_length
-        )
-        return same
-    except (KeyError, AttributeError, TypeError):
-        return False
+    building a new key (which costs a planned collator call more than the comparison): the
+    same reads and `==` comparisons, made natively (`_native.has_state_key`)."""
+    return _native.has_state_key(tokenizer, key, STATE_NAMES)
 
 
 class _Entry:

@@ -11,10 +11,12 @@ pub mod grouping;
 pub mod masking;
 pub mod pack_dataset;
 pub mod pad_with_labels;
+pub mod planned_call;
 pub mod preference;
 pub mod sampling;
 pub mod sizes;
 pub mod streams;
+pub mod tokenizer_state;
 pub mod trl_pad;
 #[cfg(target_os = "linux")]
 pub mod worker_arena;
