@@ -19,12 +19,16 @@ const KEY_MODEL_INPUT_NAMES: usize = 4;
 const KEY_MODEL_MAX_LENGTH: usize = 5;
 const KEY_FIELDS: usize = 6;
 
-/// Where `StateNames`' names sit in the tuple Python passes (see `tokenizer_state`).
+/// Where the names sit in `tokenizer_state.STATE_NAMES`, the tuple Python passes.
 const NAME_SPECIAL_TOKENS_MAP: usize = 0;
 const NAME_BACKEND: usize = 1;
 const NAME_PAD_TOKEN_TYPE_ID: usize = 2;
 const NAME_SHADOWING: usize = 3;
 const NAMES: usize = 4;
+
+/// Where the pad token's text and id sit in `PadIdInputs` (`pad_id_inputs`' tuple).
+const PAD_TEXT: usize = 0;
+const PAD_ID: usize = 1;
 
 /// The pad token's text and the backend's id for it, and where that id is None the unknown
 /// token's text and id too: `(pad_text, pad_id, unk_text, unk_id)`, all None without a pad
@@ -112,11 +116,11 @@ fn state_matches<'py>(
     let special = attribute(NAME_SPECIAL_TOKENS_MAP)?;
     let backend = attribute(NAME_BACKEND)?;
     let expected = key.get_item(KEY_PAD_ID_INPUTS)?;
-    let expected_id = expected.get_item(1)?;
+    let expected_id = expected.get_item(PAD_ID)?;
     match special_token(&special, intern!(py, "pad_token"))? {
         // The usual case, spelled out: a pad token the vocabulary has.
         Some(pad) if !expected_id.is_none() => {
-            let expected_text = expected.get_item(0)?;
+            let expected_text = expected.get_item(PAD_TEXT)?;
             if pad.str()?.as_any().ne(&expected_text)?
                 || token_to_id(&backend, &expected_text)?.ne(&expected_id)?
             {
