@@ -41,6 +41,7 @@ __all__ = [
     "rebalance_epoch",
     "receive_arena_view",
     "sweep_arenas",
+    "usual_main_input_kind",
 ]
 __version__: str
 build_profile: str  # "release" or "debug"
@@ -156,6 +157,10 @@ class PlannedCall:
     # dicts whose first has a usual main input and a mask of at most one dimension; else None,
     # with nothing read.
     def rows(self, collator: Any, features: Any) -> Any | None: ...
+
+# The kind of row 0's main input in the usual batches: None (a list starting with an int),
+# "np" (a numpy array), "pt" (a torch tensor), or "unusual" (settled from the other rows).
+def usual_main_input_kind(value: Any) -> str | None: ...
 
 # tokenizer_state.has_state_key's comparison: whether `state_key(tokenizer) == key`, reading
 # the instance dict by `names` (special tokens map, backend, pad token type id, the names

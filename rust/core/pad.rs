@@ -72,7 +72,8 @@ impl PadGroup {
     /// Every key the group pads, in order (lead, followers, attention mask), with its pad value
     /// and whether each row must be exactly as long as the lead's.
     pub fn members(&self) -> Vec<(&str, i64, bool)> {
-        let mut members = vec![(self.lead.as_str(), self.lead_pad_value, true)];
+        let mut members = Vec::with_capacity(self.followers.len() + 2);
+        members.push((self.lead.as_str(), self.lead_pad_value, true));
         members.extend(
             self.followers
                 .iter()

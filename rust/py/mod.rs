@@ -40,7 +40,7 @@ mod _native {
     #[pymodule_export]
     use super::bindings::pad_with_labels::pad_with_labels;
     #[pymodule_export]
-    use super::bindings::planned_call::PyPlannedCall;
+    use super::bindings::planned_call::{usual_main_input_kind, PyPlannedCall};
     #[pymodule_export]
     use super::bindings::preference::pad_prompt_completion;
     #[pymodule_export]

@@ -15,6 +15,7 @@ import transformers
 from transformers import AutoTokenizer
 
 import fastcollate
+from fastcollate._internal.main_input import UNUSUAL, usual_main_input_kind
 from fastcollate.collators import tokenizer_state
 from tests.support.compare import assert_same_batch
 
@@ -65,6 +66,41 @@ UNSERVED = {
 def test_other_rows_are_left_to_pad_unread(tokenizer, case):
     collator = _planned(tokenizer)
     assert collator._call_plan.call.rows(collator, UNSERVED[case]()) is None
+
+
+class _ListSubclass(list):
+    pass
+
+
+class _TensorSubclass(torch.Tensor):
+    pass
+
+
+# Row 0's token ids, and their kind by the one rule (`usual_main_input_kind`).
+MAIN_INPUT_KINDS = {
+    "a list of ints": (lambda: [101, 102], None),
+    "a list starting with a bool": (lambda: [True, 102], UNUSUAL),
+    "a list starting with a numpy int": (lambda: [np.int64(101), 102], UNUSUAL),
+    "an empty list": (lambda: [], UNUSUAL),
+    "a tuple": (lambda: (101, 102), UNUSUAL),
+    "a list subclass": (lambda: _ListSubclass([101, 102]), UNUSUAL),
+    "a numpy array": (lambda: np.array([101, 102]), "np"),
+    "a numpy array subclass": (lambda: np.ma.array([101, 102]), UNUSUAL),
+    "a torch tensor": (lambda: torch.tensor([101, 102]), "pt"),
+    "a torch tensor subclass": (
+        lambda: torch.tensor([101, 102]).as_subclass(_TensorSubclass), "pt"),
+    "a string": (lambda: "ab", UNUSUAL),
+    "None": (lambda: None, UNUSUAL),
+}
+
+
+@pytest.mark.parametrize("case", list(MAIN_INPUT_KINDS), ids=list(MAIN_INPUT_KINDS))
+def test_the_planned_call_serves_rows_by_the_one_main_input_rule(tokenizer, case):
+    make, kind = MAIN_INPUT_KINDS[case]
+    assert usual_main_input_kind(make()) == kind
+    collator = _planned(tokenizer)
+    served = collator._call_plan.call.rows(collator, [{"input_ids": make(), "label": 0}])
+    assert (served is not None) == (kind != UNUSUAL)
 
 
 CHANGES = {

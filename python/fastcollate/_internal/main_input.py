@@ -9,25 +9,18 @@ from typing import Any, Final
 
 import numpy as np
 
+from .. import _native
 from .tensors import is_torch_tensor
+
+# `usual_main_input_kind(value)`: the kind of row 0's main input `value` in the usual batches,
+# from that value alone: a list starting with an int (None: Python lists), a numpy array ("np")
+# or a torch tensor ("pt"), exactly those classes (torch's subclasses too); `UNUSUAL` for
+# anything else, which `main_input_kind` settles from the other rows. Native: the rule the
+# planned call of DataCollatorWithPadding takes its rows by (`_native.PlannedCall`).
+usual_main_input_kind = _native.usual_main_input_kind
 
 # `usual_main_input_kind`'s answer for a value it does not settle alone.
 UNUSUAL: Final = "unusual"
-
-
-def usual_main_input_kind(value: Any) -> str | None:
-    """The kind of row 0's main input `value` in the usual batches, from that value alone: a
-    list starting with an int (None: Python lists), a numpy array ("np") or a torch tensor
-    ("pt"), exactly those classes (torch's subclasses too). `UNUSUAL` for anything else, which
-    `main_input_kind` settles from the other rows."""
-    value_type = type(value)
-    if value_type is list:
-        return None if value and type(value[0]) is int else UNUSUAL
-    if value_type is np.ndarray:
-        return "np"
-    if is_torch_tensor(value):
-        return "pt"
-    return UNUSUAL
 
 
 def main_input_kind(main_values: Sequence[Any] | MainValues) -> str | None:

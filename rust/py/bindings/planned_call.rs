@@ -3,7 +3,8 @@
 //! (`tokenizer_state::has_state_key`), torch's default dtype is the plan's, and the rows are
 //! of the usual kind; then the rows go straight to the collate plan for their main input's
 //! kind. A call the plan does not serve is left to the caller (None), which takes the path
-//! through `pad` and settles a new plan.
+//! through `pad` and settles a new plan. The rows' kind is the one rule every padding entry point
+//! asks (`usual_main_input_kind`).
 
 use std::ffi::CString;
 
@@ -35,10 +36,14 @@ pub struct PyPlannedCall {
     max_length_warning: Option<CString>,
 }
 
-/// Which of `plans` serves a main input of each kind.
-const LISTS: usize = 0;
-const NUMPY: usize = 1;
-const TORCH: usize = 2;
+/// The kinds of main input a usual batch holds, each served by its plan (`plans`, in this
+/// order).
+#[derive(Clone, Copy)]
+enum MainInputKind {
+    Lists = 0,
+    Numpy = 1,
+    Torch = 2,
+}
 
 #[pymethods]
 impl PyPlannedCall {
@@ -123,7 +128,11 @@ impl PyPlannedCall {
         let Ok(first) = first.cast_into_exact::<PyDict>() else {
             return Ok(None);
         };
-        let Some(kind) = usual_main_input_kind(first.get_item(self.main.bind(py))?) else {
+        let Some(kind) = first
+            .get_item(self.main.bind(py))?
+            .as_ref()
+            .and_then(usual_kind)
+        else {
             return Ok(None);
         };
         if !mask_of_one_dimension(first.get_item(intern!(py, "attention_mask"))?)? {
@@ -136,23 +145,38 @@ impl PyPlannedCall {
             // Attributed to the collator call's caller, as tokenizer.pad's warning is.
             PyErr::warn(py, &py.get_type::<PyUserWarning>(), message, 2)?;
         }
-        collate_planned(py, features, self.plans[kind].bind(py)).map(Some)
+        collate_planned(py, features, self.plans[kind as usize].bind(py)).map(Some)
     }
 }
 
-/// Which plan serves row 0's main input `value`: a list starting with an int (exactly those
-/// classes), a numpy array (exactly) or a torch tensor (its subclasses too); None for anything
-/// else, which `pad` settles from the other rows.
-fn usual_main_input_kind(value: Option<Bound<'_, PyAny>>) -> Option<usize> {
-    let value = value?;
+/// The kind of row 0's main input `value` in the usual batches, from that value alone: a list
+/// starting with an int (exactly those classes), a numpy array (exactly) or a torch tensor (its
+/// subclasses too); None for anything else, which `pad` settles from the other rows.
+fn usual_kind(value: &Bound<'_, PyAny>) -> Option<MainInputKind> {
     if let Ok(list) = value.cast_exact::<PyList>() {
         let first = list.get_item(0).ok()?;
-        return first.is_exact_instance_of::<PyInt>().then_some(LISTS);
+        return first
+            .is_exact_instance_of::<PyInt>()
+            .then_some(MainInputKind::Lists);
     }
     if value.get_type().is(value.py().get_type::<PyUntypedArray>()) {
-        return Some(NUMPY);
+        return Some(MainInputKind::Numpy);
     }
-    is_torch_tensor(&value).then_some(TORCH)
+    is_torch_tensor(value).then_some(MainInputKind::Torch)
+}
+
+/// `usual_kind` as tokenizer.pad names the kinds: None for Python lists, "np", "pt", and
+/// "unusual" for a value that does not settle it alone (`main_input.usual_main_input_kind`,
+/// the rule every padding entry point asks).
+#[pyfunction]
+pub fn usual_main_input_kind<'py>(value: &Bound<'py, PyAny>) -> Option<Bound<'py, PyString>> {
+    let py = value.py();
+    match usual_kind(value) {
+        Some(MainInputKind::Lists) => None,
+        Some(MainInputKind::Numpy) => Some(intern!(py, "np").clone()),
+        Some(MainInputKind::Torch) => Some(intern!(py, "pt").clone()),
+        None => Some(intern!(py, "unusual").clone()),
+    }
 }
 
 /// Whether an attention mask leaves the batch to the plan: none, a list, or a value whose

@@ -313,10 +313,10 @@ pub fn pad_group<'a, 'py>(
             same_length,
         ));
     }
-    let lead_lengths = members.first()?.0.lengths.clone();
+    let lead_lengths = &members.first()?.0.lengths;
     let target = match pad::target_length(
         &group.lead,
-        &lead_lengths,
+        lead_lengths,
         group.strategy,
         group.pad_to_multiple_of,
     )
@@ -334,7 +334,7 @@ pub fn pad_group<'a, 'py>(
     };
     for (member, same_length) in &members {
         let fits = if *same_length {
-            member.lengths == lead_lengths
+            member.lengths == *lead_lengths
         } else {
             member.lengths.iter().all(|&length| length <= target)
         };
@@ -367,7 +367,7 @@ pub fn pad_group<'a, 'py>(
     if let Some(mask_key) = mask_key {
         let ones = pad::fill_in_place(
             mask_key,
-            &lead_lengths,
+            lead_lengths,
             target,
             0,
             group.left,

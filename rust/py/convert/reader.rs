@@ -175,6 +175,9 @@ pub fn exact_dicts<'py>(features: &Bound<'py, PyAny>) -> Option<Vec<Bound<'py, P
 /// Rows that are not a list or tuple of mappings are left to the reader, which reports them.
 pub fn check_no_later_keys(features: &Bound<'_, PyAny>) -> PyResult<()> {
     let rows: Vec<Bound<'_, PyAny>> = if let Ok(list) = features.cast::<PyList>() {
+        if list.len() < 2 {
+            return Ok(()); // no later row
+        }
         list.iter().collect()
     } else if let Ok(tuple) = features.cast::<PyTuple>() {
         tuple.iter().collect()
