@@ -11,7 +11,14 @@ lines, or, without a plan, settings, checks and the container Python makes.
 Beside it, the same for a collator that never keeps a call plan (every call resolves its
 options through `pad`, as before the plan existed), timed in alternating rounds with it.
 
-A second table shows what the same batches cost through torch's Python API: one
+A second table splits a planned call's native work: the plan's checks alone, the collation
+alone (`collate_planned`), the floor (the benchmark's `PadFloor`: every value read once and
+padded into reused buffers) and the floor with outputs (the same, then each output a fresh
+buffer handed out as the planned call hands its batch out: tensors or arrays in a
+BatchEncoding). A call can cost no less than its floor with outputs; what it costs beyond it
+is the call's own overhead (checks, set-up, the Python layer).
+
+A third table shows what the same batches cost through torch's Python API: one
 `torch.from_numpy` per output key (made and released), and for rows of tensors, reading them:
 one `torch.cat` of the rows' padded keys and its `numpy()`, or the six attribute reads per
 tensor (CPU, rank, dtype, contiguity, negation bit, data pointer) that reading each in place
@@ -21,7 +28,7 @@ table (torch 2.15 here) it makes and reads each tensor with one C call instead, 
 whole call can cost less than this table's figures.
 
     python benches/bench_fixed_cost.py [--batch-sizes 1,8,32] [--formats lists,numpy,torch]
-        [--repeat 30] [--number 300]
+        [--repeat 30] [--number 300] [--json FILE]
 
 Needs a release build (`pip install .`), transformers and torch.
 """
@@ -29,13 +36,17 @@ Needs a release build (`pip install .`), transformers and torch.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import timeit
 
 import numpy as np
 
 import fastcollate
-from fastcollate.bench import workload
+from fastcollate._internal.main_input import UNUSUAL, usual_main_input_kind
+from fastcollate._native import collate_planned as native_collate_planned
+from fastcollate.bench import report, workload
+from fastcollate.bench.floor import Floor, with_padding_keys
 from fastcollate.collators import native as native_entry
 
 
@@ -172,6 +183,55 @@ def torch_floor(batch: list, output_keys: int, number: int, repeat: int) -> tupl
     return made, best_of(concatenate, number, repeat), best_of(read_each, number, repeat)
 
 
+def native_parts(collator, batch: list, tokenizer, number: int, repeat: int) -> list[float]:
+    """A planned call's native work in parts, µs: [the whole call, the plan's checks alone
+    (`PlannedCall.holds`), the collation alone (`collate_planned` with the plan's collate
+    plan for these rows), the floor (`PadFloor.pad`: read and pad into reused buffers), the
+    floor with outputs (`PadFloor.pad_handed_out`: the same, then fresh buffers handed out
+    as the planned call hands its out)], timed in alternating rounds."""
+    collator(batch)
+    collator(batch)
+    plan = collator._call_plan
+    if plan is None:
+        raise SystemExit("error: the collator settled no call plan for these rows")
+    kind = usual_main_input_kind(batch[0][plan.main])
+    collate_plan = plan.native_plans[None if kind == UNUSUAL else kind]
+    keys = with_padding_keys(tokenizer)
+    # The rows as they are (tensors too: the sound route's floor, see `bench.floor`).
+    floor = Floor(keys, [batch], through_torch=True)
+    handed = floor.native.pad_handed_out(batch, collate_plan)
+    ours = collator(batch)
+    if set(handed.keys()) != set(ours.keys()) or any(
+        not np.array_equal(np.asarray(handed[key]), np.asarray(ours[key])) for key in ours
+    ):
+        raise SystemExit("error: the floor's outputs are not the call's")
+    return alternating(
+        [
+            lambda: collator(batch),
+            lambda: plan.call.holds(collator),
+            lambda: native_collate_planned(batch, collate_plan),
+            lambda: floor.native.pad(batch),
+            lambda: floor.native.pad_handed_out(batch, collate_plan),
+        ],
+        number,
+        repeat,
+    )
+
+
+def batches(rows: list, formats: str, batch_sizes: str):
+    """(format, batch size, batch) for every configuration, in the order the tables list them."""
+    for fmt in formats.split(","):
+        formatted = workload.as_format(rows, fmt)
+        for batch_size in map(int, batch_sizes.split(",")):
+            yield fmt, batch_size, formatted[:batch_size]
+
+
+def table_row(records: list, cells: list[str], **figures) -> None:
+    """Prints one row of a table (`cells`) and records its figures."""
+    print("| " + " | ".join(cells) + " |", flush=True)
+    records.append(figures)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch-sizes", default="1,8,32", help="(default: %(default)s)")
@@ -182,7 +242,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--number", type=int, default=300, help="calls per timed run (default: %(default)s)"
     )
+    parser.add_argument("--json", help="also write every figure (µs) to this file")
     args = parser.parse_args(argv)
+    record: dict = {"command": "python benches/bench_fixed_cost.py "
+                    + " ".join(argv if argv is not None else sys.argv[1:]),
+                    "environment": report.environment(), "fixed_cost": [], "native_parts": [],
+                    "through_torch_api": []}
     if fastcollate.build_profile != "release":
         print(f"error: fastcollate is a {fastcollate.build_profile} build", file=sys.stderr)
         return 1
@@ -199,32 +264,47 @@ def main(argv: list[str] | None = None) -> int:
         "| fixed cost without the call plan µs |"
     )
     print("|---|---|---|---|---|---|---|")
-    for fmt in args.formats.split(","):
-        formatted = workload.as_format(rows, fmt)
-        for batch_size in map(int, args.batch_sizes.split(",")):
-            whole, stubbed, unplanned, alone = measure(
-                collators, formatted[:batch_size], real, args.number, args.repeat
-            )
-            print(
-                f"| {fmt} | {batch_size} | {whole:.1f} | {stubbed:.2f} | {alone:.2f} | "
-                f"**{stubbed - alone:.2f}** | {unplanned - alone:.2f} |",
-                flush=True,
-            )
+    configurations = list(batches(rows, args.formats, args.batch_sizes))
+    for fmt, batch_size, batch in configurations:
+        whole, stubbed, unplanned, alone = measure(collators, batch, real, args.number,
+                                                   args.repeat)
+        table_row(record["fixed_cost"],
+                  [fmt, str(batch_size), f"{whole:.1f}", f"{stubbed:.2f}", f"{alone:.2f}",
+                   f"**{stubbed - alone:.2f}**", f"{unplanned - alone:.2f}"],
+                  rows=fmt, batch=batch_size, call=whole, stubbed=stubbed, stub_alone=alone,
+                  unplanned_stubbed=unplanned)
+    print()
+    print("a planned call's native work in parts (the floor with outputs copies each value once "
+          "more than a call: it shows where rows are long)")
+    print("| rows | batch | call µs | checks µs | collation µs | floor µs "
+          "| floor with outputs µs | call - floor with outputs µs |")
+    print("|---|---|---|---|---|---|---|---|")
+    for fmt, batch_size, batch in configurations:
+        call, checks, collation, floor, handed = native_parts(collators[0], batch, tokenizer,
+                                                              args.number, args.repeat)
+        table_row(record["native_parts"],
+                  [fmt, str(batch_size), *(f"{v:.2f}" for v in (call, checks, collation, floor,
+                                                                 handed)),
+                   f"**{call - handed:.2f}**"],
+                  rows=fmt, batch=batch_size, call=call, checks=checks, collation=collation,
+                  floor=floor, floor_with_outputs=handed)
     print()
     print("the same batches through torch's Python API (fastcollate's routes without torch's "
           "DLPack exchange table)")
     print("| rows | batch | output tensors | from_numpy per output µs | torch.cat + numpy() µs "
           "| read each tensor in place µs |")
     print("|---|---|---|---|---|---|")
-    for fmt in args.formats.split(","):
-        formatted = workload.as_format(rows, fmt)
-        for batch_size in map(int, args.batch_sizes.split(",")):
-            batch = formatted[:batch_size]
-            keys = len(collators[0](batch))
-            made, concatenated, each = torch_floor(batch, keys, args.number, args.repeat)
-            shown = ["-" if v is None else f"{v:.2f}" for v in (concatenated, each)]
-            print(f"| {fmt} | {batch_size} | {keys} | {made:.2f} | {shown[0]} | {shown[1]} |",
-                  flush=True)
+    for fmt, batch_size, batch in configurations:
+        keys = len(collators[0](batch))
+        made, concatenated, each = torch_floor(batch, keys, args.number, args.repeat)
+        shown = ["-" if v is None else f"{v:.2f}" for v in (concatenated, each)]
+        table_row(record["through_torch_api"],
+                  [fmt, str(batch_size), str(keys), f"{made:.2f}", *shown],
+                  rows=fmt, batch=batch_size, output_tensors=keys, from_numpy=made,
+                  cat_numpy=concatenated, read_each=each)
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(record, out, indent=1)
     return 0
 
 

@@ -43,6 +43,37 @@ def test_the_floor_gives_fastcollates_output(bert_tokenizer, fmt, batch_size):
             assert np.array_equal(value, ours[key].numpy()), key
 
 
+@pytest.mark.parametrize("return_tensors", ["pt", "np"])
+@pytest.mark.parametrize("fmt", workload.FORMATS)
+@pytest.mark.parametrize("batch_size", [1, 5])
+def test_the_floor_with_outputs_hands_out_the_planned_calls_batch(
+    bert_tokenizer, fmt, batch_size, return_tensors
+):
+    rows = workload.as_format(
+        workload.classification_rows(np.random.default_rng(batch_size), batch_size), fmt
+    )
+    collator = fastcollate.DataCollatorWithPadding(bert_tokenizer, return_tensors=return_tensors)
+    collator(rows)
+    plan = collator._call_plan
+    kind = {"lists": None, "numpy": "np"}.get(fmt, "pt")
+    floor = Floor(with_padding_keys(bert_tokenizer), [rows], through_torch=True)
+    handed = floor.native.pad_handed_out(rows, plan.native_plans[kind])
+    ours = collator(rows)
+    assert type(handed) is type(ours)  # a BatchEncoding
+    assert list(handed.keys()) == list(ours.keys())
+    for key in ours:
+        assert type(handed[key]) is type(ours[key]), key
+        assert handed[key].dtype == ours[key].dtype, key
+        assert np.array_equal(np.asarray(handed[key]), np.asarray(ours[key])), key
+    # Fresh buffers each call: an earlier batch is not written over.
+    again = floor.native.pad_handed_out(rows, plan.native_plans[kind])
+    assert again["input_ids"] is not handed["input_ids"]
+    if return_tensors == "pt":
+        assert again["input_ids"].data_ptr() != handed["input_ids"].data_ptr()
+    else:
+        assert not np.shares_memory(again["input_ids"], handed["input_ids"])
+
+
 @pytest.mark.parametrize("fmt", ["torch", "torch-format"])
 @pytest.mark.parametrize("batch_size", [1, 3, 17])
 def test_the_floor_through_torch_gives_fastcollates_output(bert_tokenizer, fmt, batch_size):

@@ -174,6 +174,23 @@ pub fn collate_planned<'py>(
     plan.finished(batch)
 }
 
+/// `outputs` (none of them ragged) as `collate_planned` returns a batch of them: each handed
+/// out through the plan's `to_tensor` (or as a numpy array) under its key in `keys`, in order,
+/// then finished by the plan. The benchmark floor's way out (`PadFloor.pad_handed_out`).
+pub fn planned_outputs<'py>(
+    py: Python<'py>,
+    keys: Vec<Bound<'py, PyString>>,
+    outputs: Vec<Output>,
+    plan: &PyCollatePlan,
+) -> PyResult<Bound<'py, PyAny>> {
+    let handed = hand_out(None, outputs, output_converter(py, plan.to_tensor(py)))?;
+    let batch = PyDict::new(py);
+    for (key, value) in keys.into_iter().zip(handed) {
+        batch.set_item(key, value)?;
+    }
+    plan.finished(batch)
+}
+
 impl PyCollatePlan {
     /// The pad plan, parsed once.
     pub fn pad_plan(&self) -> &Plan {

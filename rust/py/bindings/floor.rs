@@ -17,7 +17,9 @@ use pyo3::types::{PyDict, PyList, PyString};
 use numpy::PyUntypedArray;
 
 use crate::core::error::CollateError;
+use crate::core::pad::{Data, Layout, Output};
 use crate::core::sizes;
+use crate::py::bindings::collate::{planned_outputs, PyCollatePlan};
 use crate::py::convert::array_values::{with_values, IntElement, IntValuesVisitor};
 use crate::py::convert::ints::write_exact_ints;
 use crate::py::convert::reader::{classify, ValueKind};
@@ -282,6 +284,55 @@ impl PyPadFloor {
         }
         self.shape = (count, longest);
         Ok(())
+    }
+
+    /// `pad`, then the padded keys and labels handed out as a planned call hands out its batch
+    /// (`collate::planned_outputs` with `plan`'s `to_tensor` and finish: tensors or arrays in
+    /// a BatchEncoding): each output a fresh buffer, filled by one copy of the values `pad`
+    /// wrote. The floor of a call that returns its batch; the copy is more than a call does,
+    /// and shows only where rows are long.
+    fn pad_handed_out<'py>(
+        &mut self,
+        rows: &Bound<'py, PyList>,
+        plan: &Bound<'py, PyCollatePlan>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = rows.py();
+        self.pad(rows)?;
+        let (count, length) = self.shape;
+        let fresh = |name: &str, values: &[i64]| -> PyResult<Vec<i64>> {
+            let mut out = Vec::new();
+            out.try_reserve_exact(values.len())
+                .map_err(|_| CollateError::OutOfMemory {
+                    key: name.into(),
+                    bytes: values.len().saturating_mul(size_of::<i64>()),
+                })?;
+            out.extend_from_slice(values);
+            Ok(out)
+        };
+        let mut keys = Vec::with_capacity(self.keys.len() + 1);
+        let mut outputs = Vec::with_capacity(self.keys.len() + 1);
+        for ((key, name), buffer) in self.keys.iter().zip(&self.names).zip(&self.buffers) {
+            let values = buffer.get(..count * length).unwrap_or_default();
+            keys.push(key.bind(py).clone());
+            outputs.push(Output {
+                key: name.clone(),
+                data: Data::I64(fresh(name, values)?),
+                layout: Layout::Matrix {
+                    rows: count,
+                    columns: length,
+                },
+            });
+        }
+        if let Some((_, output)) = &self.label {
+            let values = self.labels.get(..count).unwrap_or_default();
+            keys.push(PyString::new(py, output));
+            outputs.push(Output {
+                key: output.clone(),
+                data: Data::I64(fresh(output, values)?),
+                layout: Layout::Scalar { rows: count },
+            });
+        }
+        planned_outputs(py, keys, outputs, plan.get())
     }
 
     /// The last call's outputs, copied out (not timed): each padded key as a `rows × longest`

@@ -365,17 +365,10 @@ pub fn pad_group<'a, 'py>(
         });
     }
     if let Some(mask_key) = mask_key {
-        let ones = pad::fill_in_place(
-            mask_key,
-            lead_lengths,
-            target,
-            0,
-            group.left,
-            |row, out| {
-                out.resize(out.len() + lead_lengths[row], 1);
-                true
-            },
-        )
+        let ones = pad::fill_in_place(mask_key, lead_lengths, target, 0, group.left, |row, out| {
+            out.resize(out.len() + lead_lengths[row], 1);
+            true
+        })
         .ok()??;
         outputs.push(Output {
             key: mask_key.to_owned(),
