@@ -244,13 +244,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", help="also write every figure (µs) to this file")
     args = parser.parse_args(argv)
-    record: dict = {"command": "python benches/bench_fixed_cost.py "
-                    + " ".join(argv if argv is not None else sys.argv[1:]),
-                    "environment": report.environment(), "fixed_cost": [], "native_parts": [],
-                    "through_torch_api": []}
     if fastcollate.build_profile != "release":
         print(f"error: fastcollate is a {fastcollate.build_profile} build", file=sys.stderr)
         return 1
+    record: dict = {"fixed_cost": [], "native_parts": [], "through_torch_api": []}
     tokenizer = workload.bert_tokenizer()
     rows = workload.classification_rows(np.random.default_rng(workload.SEED), 64)
     collators = [
@@ -303,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
                   rows=fmt, batch=batch_size, output_tensors=keys, from_numpy=made,
                   cat_numpy=concatenated, read_each=each)
     if args.json:
+        # The command line, the machine and its load when the run ended.
+        record["environment"] = report.environment()
         with open(args.json, "w") as out:
             json.dump(record, out, indent=1)
     return 0

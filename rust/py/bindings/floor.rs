@@ -34,14 +34,22 @@ pub struct PyPadFloor {
     keys: Vec<Py<PyString>>,
     names: Vec<String>,
     pad_values: Vec<i64>,
-    /// (the rows' key, the output's key): `label` read into `labels`.
-    label: Option<(Py<PyString>, String)>,
+    /// `label` read into `labels`.
+    label: Option<Label>,
     max_rows: usize,
     max_length: usize,
     buffers: Vec<Vec<i64>>,
     labels: Vec<i64>,
     /// The last call's rows and padded length.
     shape: (usize, usize),
+}
+
+/// The label the floor reads: the rows' key, and the output's key as a Rust string (for
+/// errors and the core's `Output`) and as the Python string the batch is keyed by.
+struct Label {
+    key: Py<PyString>,
+    output: String,
+    output_key: Py<PyString>,
 }
 
 /// A bad argument or row, as the floor's error (no key or row of its own to name).
@@ -62,6 +70,13 @@ fn type_name(value: &Bound<'_, PyAny>) -> String {
 /// first touch: sized by the one sizing rule, reserved fallibly.
 fn buffer(key: &str, shape: &[usize]) -> PyResult<Vec<i64>> {
     let elements = sizes::output_elements::<i64>(key, shape)?;
+    let mut values = reserved(key, elements)?;
+    values.resize(elements, 0);
+    Ok(values)
+}
+
+/// An empty buffer with room for `elements` values of `key`, reserved fallibly.
+fn reserved(key: &str, elements: usize) -> PyResult<Vec<i64>> {
     let mut values = Vec::new();
     values
         .try_reserve_exact(elements)
@@ -69,7 +84,6 @@ fn buffer(key: &str, shape: &[usize]) -> PyResult<Vec<i64>> {
             key: key.into(),
             bytes: elements.saturating_mul(size_of::<i64>()),
         })?;
-    values.resize(elements, 0);
     Ok(values)
 }
 
@@ -125,7 +139,11 @@ impl PyPadFloor {
                 .collect(),
             names: keys,
             pad_values,
-            label: label.map(|(key, output)| (PyString::intern(py, &key).unbind(), output)),
+            label: label.map(|(key, output)| Label {
+                key: PyString::intern(py, &key).unbind(),
+                output_key: PyString::intern(py, &output).unbind(),
+                output,
+            }),
             max_rows,
             max_length,
             buffers,
@@ -190,7 +208,7 @@ impl PyPadFloor {
                 longest = longest.max(length);
                 values.push((value, kind, length));
             }
-            if let Some((key, output)) = &self.label {
+            if let Some(Label { key, output, .. }) = &self.label {
                 let Some(label) = row.get_item(key.bind(py))? else {
                     return Err(CollateError::MissingKey {
                         key: key.bind(py).to_string(),
@@ -300,12 +318,7 @@ impl PyPadFloor {
         self.pad(rows)?;
         let (count, length) = self.shape;
         let fresh = |name: &str, values: &[i64]| -> PyResult<Vec<i64>> {
-            let mut out = Vec::new();
-            out.try_reserve_exact(values.len())
-                .map_err(|_| CollateError::OutOfMemory {
-                    key: name.into(),
-                    bytes: values.len().saturating_mul(size_of::<i64>()),
-                })?;
+            let mut out = reserved(name, values.len())?;
             out.extend_from_slice(values);
             Ok(out)
         };
@@ -323,9 +336,12 @@ impl PyPadFloor {
                 },
             });
         }
-        if let Some((_, output)) = &self.label {
+        if let Some(Label {
+            output, output_key, ..
+        }) = &self.label
+        {
             let values = self.labels.get(..count).unwrap_or_default();
-            keys.push(PyString::new(py, output));
+            keys.push(output_key.bind(py).clone());
             outputs.push(Output {
                 key: output.clone(),
                 data: Data::I64(fresh(output, values)?),
@@ -344,7 +360,7 @@ impl PyPadFloor {
             let values = buffer.get(..rows * length).unwrap_or_default().to_vec();
             out.set_item(name, matrix(py, rows, length, values)?)?;
         }
-        if let Some((_, output)) = &self.label {
+        if let Some(Label { output, .. }) = &self.label {
             let values = self.labels.get(..rows).unwrap_or_default().to_vec();
             out.set_item(output, vector(py, values)?)?;
         }

@@ -3,8 +3,8 @@
 //! (`tokenizer_state::has_state_key`), torch's default dtype is the plan's, and the rows are
 //! of the usual kind; then the rows go straight to the collate plan for their main input's
 //! kind. A call the plan does not serve is left to the caller (None), which takes the path
-//! through `pad` and settles a new plan. The rows' kind is the one rule every padding entry point
-//! asks (`usual_main_input_kind`).
+//! through `pad` and settles a new plan. The rows' kind is the one rule every padding entry
+//! point asks (`usual_main_input_kind`).
 
 use std::ffi::CString;
 
