@@ -1,4 +1,5 @@
-//! The benchmark's floor (`python -m fastcollate bench`, nothing else calls it): the least work
+//! The benchmark's floor (`python -m fastcollate bench` and `benches/bench_fixed_cost.py`,
+//! nothing else calls it): the least work
 //! a padding call must do for the same rows, timed beside fastcollate so that the report can say
 //! how far a call is from it. Every row of every padded key is read once and written into
 //! int64 buffers allocated when the floor is made (before anything is timed) and reused by
@@ -8,8 +9,9 @@
 //! route's floor, see `bench/floor.py`) pays what any reader that vouches for a tensor's memory
 //! must: torch function modes turned off for the batch, then per tensor its `is_neg()` through
 //! `TensorBase`'s own method and one DLPack description (`tensor_ints`), before its values are
-//! copied. No output is allocated or handed out, no option is parsed: right padding to the
-//! longest row, int64, and nothing else.
+//! copied. `pad` allocates and hands out no output and parses no option: right padding to the
+//! longest row, int64, and nothing else; `pad_handed_out` then hands fresh copies of its
+//! buffers out as a planned call hands out its batch (the floor of a call that returns one).
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
